@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install this project into the active Python environment, CPU torch pinned.
+#
+#   bash ci/install.sh            # the library and its CLIs
+#   bash ci/install.sh --test     # + pytest, pytest-xdist
+#   bash ci/install.sh --veomni   # + VeOmni 0.1.12 (installed --no-deps) and the packages its data code imports
+#
+# ci/constraints.txt pins torch==2.13.0, the CPU build on the build machines' disk; without it
+# pip would resolve torch to a multi-GB CUDA build. VeOmni is installed without its own
+# dependencies because they pull torchvision, which fails to import beside the CPU torch.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+extras=()
+veomni=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) extras+=(test) ;;
+    --veomni) extras+=(veomni); veomni=1 ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni)" >&2; exit 2 ;;
+  esac
+done
+spec="$here"
+if [ ${#extras[@]} -gt 0 ]; then spec="$here[$(IFS=,; echo "${extras[*]}")]"; fi
+python -m pip install -q --disable-pip-version-check -c "$here/ci/constraints.txt" -e "$spec"
+if [ "$veomni" = 1 ]; then
+  python -m pip install -q --disable-pip-version-check --no-deps veomni==0.1.12
+fi
+if python -c "import torchvision" >/dev/null 2>&1; then
+  echo "ci/install.sh: torchvision is installed; it breaks beside the CPU torch. pip uninstall torchvision" >&2
+  exit 1
+fi

@@ -1,0 +1,41 @@
+"""``python -m dynbsz``: the packer's command line (benchmarks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dynbsz", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="packer throughput, optionally against VeOmni's TextBatchingStrategy")
+    b.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    b.add_argument("--vs", choices=("veomni",), help="run VeOmni 0.1.12's packer side by side (needs the extra)")
+    b.add_argument("--samples", type=int, default=50_000)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--repeat", type=int, default=3, help="best of this many runs per row")
+    args = parser.parse_args(argv)
+
+    if args.command == "bench":
+        from . import bench
+
+        if args.samples < 1 or args.repeat < 1:
+            parser.error("--samples and --repeat must be >= 1")
+        if args.vs == "veomni":
+            from .compat import veomni
+
+            if not veomni.available():
+                parser.error("--vs veomni needs VeOmni 0.1.12: run `bash ci/install.sh --veomni` (see README)")
+        rows = bench.run(samples=args.samples, seed=args.seed, vs_veomni=args.vs == "veomni", repeat=args.repeat)
+        if args.json:
+            json.dump({"benchmark": "packer", "rows": bench.rows_to_json(rows)}, sys.stdout, indent=2)
+            print()
+        else:
+            print(bench.format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Packer throughput: dynbsz's GreedyPacker against VeOmni's TextBatchingStrategy, side by side.
+
+Both packers see the same seeded stream through the same loop a main-process
+loader runs (put one sample; if ready, cut one micro-batch; drain at the end),
+with inputs prepared before the clock starts. Rows report seconds, the speed
+ratio, and whether every micro-batch was identical.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .config import PackerConfig
+from .gates import FixedGate
+from .packer import GreedyPacker
+from .workload import text_workload
+
+BUDGETS = (32 * 1024, 1024 * 1024)
+BUFFERS = (24, 200, 1000)
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    buffer: int
+    budget: int
+    samples: int
+    micro_batches: int
+    dynbsz_s: float
+    veomni_s: float | None
+    speedup: float | None
+    identical: bool | None
+
+
+def pack_dynbsz(ids: list, lengths: list, config: PackerConfig, buffer_size: int) -> list[tuple]:
+    packer = GreedyPacker(config, FixedGate(buffer_size))
+    put, ready, cut = packer.put, packer.ready, packer.cut
+    out = []
+    for sid, n in zip(ids, lengths):
+        put(sid, n)
+        if ready():
+            out.append(cut().ids)
+    out.extend(mb.ids for mb in packer.drain())
+    return out
+
+
+def pack_veomni(items: list[dict], config: PackerConfig, buffer_size: int) -> list[tuple]:
+    from .compat.veomni import make_strategy
+
+    strategy = make_strategy(config, buffer_size)
+    put, ready, get = strategy.put_item, strategy.is_ready_for_micro_batch, strategy.get_micro_batch
+    out = []
+    step = 0
+    for item in items:
+        put(item)
+        if ready():
+            out.append(tuple(i["id"] for i in get(step)))
+            step += 1
+    while not strategy.empty():
+        out.append(tuple(i["id"] for i in get(step)))
+        step += 1
+    return out
+
+
+def _best_of(fn, repeat: int) -> tuple[float, Any]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def run(samples: int = 50_000, seed: int = 0, budgets=BUDGETS, buffers=BUFFERS, vs_veomni: bool = False,
+        repeat: int = 3) -> list[BenchRow]:
+    if vs_veomni:
+        from .compat.veomni import make_item
+    trace = text_workload(median_tokens=2048, sigma=1.0).sample(samples, seed)
+    ids, lengths = trace.ids.tolist(), trace.tokens.tolist()
+    items = [make_item(i, n) for i, n in zip(ids, lengths)] if vs_veomni else None
+    rows = []
+    for budget in budgets:
+        config = PackerConfig(budget=budget)
+        for buffer in buffers:
+            t_ours, ours = _best_of(lambda: pack_dynbsz(ids, lengths, config, buffer), repeat)
+            t_theirs = speedup = identical = None
+            if vs_veomni:
+                t_theirs, theirs = _best_of(lambda: pack_veomni(items, config, buffer), repeat)
+                speedup = t_theirs / t_ours
+                identical = ours == theirs
+            rows.append(BenchRow(buffer, budget, samples, len(ours), t_ours, t_theirs, speedup, identical))
+    return rows
+
+
+def format_table(rows: list[BenchRow]) -> str:
+    head = f"{'buffer':>6} {'budget':>8} {'samples':>8} {'mbatches':>8} {'dynbsz s':>9} {'veomni s':>9} {'ratio':>7} identical"
+    lines = [head]
+    for r in rows:
+        v = f"{r.veomni_s:9.3f}" if r.veomni_s is not None else f"{'-':>9}"
+        x = f"{r.speedup:6.1f}x" if r.speedup is not None else f"{'-':>7}"
+        lines.append(f"{r.buffer:>6} {r.budget:>8} {r.samples:>8} {r.micro_batches:>8} {r.dynbsz_s:9.3f} {v} {x} "
+                     f"{'-' if r.identical is None else r.identical}")
+    return "\n".join(lines)
+
+
+def rows_to_json(rows: list[BenchRow]) -> list[dict]:
+    return [asdict(r) for r in rows]

@@ -1,0 +1,1 @@
+"""Adapters that put other projects' packers behind dynbsz's ``Packer`` protocol."""

@@ -1,0 +1,53 @@
+"""Exceptions raised by dynbsz.
+
+Every error names the setting at fault and what it allows, so a user reading a
+traceback from a training job can fix the config without opening the source.
+"""
+
+from __future__ import annotations
+
+
+class DynbszError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(DynbszError, ValueError):
+    """A setting is out of range or a combination of settings is unsupported."""
+
+
+class SampleError(DynbszError, ValueError):
+    """A sample handed to a packer is malformed (bad length, duplicate id)."""
+
+
+class OverlongSampleError(SampleError):
+    """A sample exceeds the micro-batch budget and the policy says `raise`."""
+
+
+class EmptySampleError(SampleError):
+    """A sample has no tokens and the policy says `raise`."""
+
+
+class StateMismatchError(DynbszError, ValueError):
+    """A checkpoint was made under a configuration this object cannot continue."""
+
+
+class DroppedSampleWarning(UserWarning):
+    """Samples are being dropped because a policy says ``drop``; they are counted, never silent."""
+
+
+def check_choice(setting: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{setting}={value!r} is not supported; allowed values: {', '.join(map(repr, allowed))}")
+
+
+def check_int(setting: str, value: object, *, minimum: int, maximum: int | None = None) -> int:
+    """Validate an integer setting; bool and float are rejected (a float budget is almost always a unit mistake)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{setting} must be an integer >= {minimum}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(f"{setting} must be an integer {bound}, got {value}")
+    return value

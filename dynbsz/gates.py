@@ -1,0 +1,192 @@
+"""Readiness gates: when may the packer cut the next micro-batch?
+
+A gate is any object with two methods::
+
+    ready(view) -> bool   # view: the packer's buffer statistics (BufferView)
+    spec() -> dict        # JSON-serializable identity, stored in checkpoints
+
+and, if it keeps state of its own, ``state_dict()`` / ``load_state_dict()``.
+
+Every gate here is a *minimum*, never a capacity: it only ever says "not yet"
+while the buffered tokens cannot fill one micro-batch, so the loader keeps
+fetching past any sample-count threshold until the budget is covered. Gates
+that say "ready" before the budget is covered (a count used as a capacity) are
+exactly the bug the property suite looks for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import ConfigError, check_choice, check_int
+
+
+@runtime_checkable
+class BufferView(Protocol):
+    """What a gate may read. The packer itself implements it with plain attributes."""
+
+    num_samples: int        # samples buffered
+    tokens: int             # sum of their budgeted token lengths
+    physical_tokens: int    # sum of their physical lengths
+    budget: int             # configured micro-batch token budget (after warm-up: the full budget)
+    current_budget: int     # budget of the next cut (smaller during batch-size warm-up)
+    physical_cap: int | None
+
+
+@runtime_checkable
+class Gate(Protocol):
+    def ready(self, view: BufferView) -> bool: ...
+
+    def spec(self) -> dict[str, Any]: ...
+
+
+def covers_budget(view: BufferView) -> bool:
+    """True when the buffer holds at least one micro-batch's worth of tokens.
+
+    The physical cap counts too, as in VeOmni: a buffer whose physical tokens
+    fill the cap is as full as one whose budgeted tokens fill the budget.
+    """
+    if view.tokens >= view.budget:
+        return True
+    cap = view.physical_cap
+    return cap is not None and view.physical_tokens >= cap
+
+
+@dataclass(frozen=True)
+class FixedGate:
+    """VeOmni's default: at least ``buffer_size`` samples AND the budget is covered."""
+
+    buffer_size: int = 200
+    policy: str = "fixed"  # which policy produced this gate; informational, kept in checkpoints
+
+    def __post_init__(self) -> None:
+        check_int("buffer_size", self.buffer_size, minimum=1)
+
+    def ready(self, view: BufferView) -> bool:
+        return view.num_samples >= self.buffer_size and covers_budget(view)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "fixed", "buffer_size": self.buffer_size, "policy": self.policy}
+
+
+@dataclass(frozen=True)
+class TokenAwareGate:
+    """A gate that works at any context length.
+
+    ``pool_cap`` (the old buffer size) becomes a cap on the candidate pool
+    rather than a minimum: the gate opens as soon as the buffer covers the
+    budget *plus* a margin of ``margin`` budgets (so the greedy packer has some
+    choice of what to co-pack), or as soon as ``pool_cap`` candidates are
+    buffered, whichever comes first, but never before the budget itself is
+    covered. With long samples the margin is reached after a handful of
+    candidates; with short ones the pool cap keeps the old behaviour.
+
+        ready  <=>  covers(budget) and (tokens >= ceil((1 + margin) * budget)
+                                         or physical_tokens >= ceil((1 + margin) * cap)
+                                         or num_samples >= pool_cap)
+    """
+
+    margin: float = 0.5
+    pool_cap: int = 200
+
+    def __post_init__(self) -> None:
+        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not (
+            0.0 <= self.margin <= 64.0 and math.isfinite(self.margin)
+        ):
+            raise ConfigError(f"margin must be a number between 0 and 64 (a multiple of the budget), got {self.margin!r}")
+        check_int("pool_cap", self.pool_cap, minimum=1)
+
+    def ready(self, view: BufferView) -> bool:
+        if not covers_budget(view):
+            return False
+        if view.num_samples >= self.pool_cap:
+            return True
+        if view.tokens >= math.ceil((1.0 + self.margin) * view.budget):
+            return True
+        cap = view.physical_cap
+        return cap is not None and view.physical_tokens >= math.ceil((1.0 + self.margin) * cap)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "token_aware", "margin": float(self.margin), "pool_cap": self.pool_cap}
+
+
+# --- the seed's context-aware policy -------------------------------------------------------
+
+#: (token budget) -> minimum candidates, measured in the seed PR at micro-batch size 1.
+CONTEXT_AWARE_TABLE: dict[int, int] = {512 * 1024: 24, 1024 * 1024: 24}
+RUNTIMES = ("main", "worker")
+TOKEN_COUNTS = ("total", "effective")
+MODALITIES = ("text", "multimodal", "diffusion")
+
+
+def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "main", count: str = "total",
+                  modality: str = "text", dyn_bsz: bool = True) -> FixedGate:
+    """The seed PR's opt-in policy: a minimum of 24 candidates at 512K and 1M.
+
+    It was measured only for main-process dynamic batching, total-token
+    counting, text data and micro-batch size 1; every other combination fails
+    closed rather than extrapolating. The result is an ordinary ``FixedGate``,
+    so resolving happens here, once, and never again downstream.
+    """
+    if not dyn_bsz:
+        raise ConfigError("gate='context_aware' requires dynamic batching (dyn_bsz=True); "
+                          "use gate='fixed' or enable dynamic batching")
+    check_choice("runtime", runtime, RUNTIMES)
+    check_choice("count", count, TOKEN_COUNTS)
+    check_choice("modality", modality, MODALITIES)
+    problems = []
+    if runtime != "main":
+        problems.append(f"runtime={runtime!r} (supported: 'main')")
+    if count != "total":
+        problems.append(f"count={count!r} (supported: 'total')")
+    if modality != "text":
+        problems.append(f"modality={modality!r} (supported: 'text')")
+    if micro_batch_size != 1:
+        problems.append(f"micro_batch_size={micro_batch_size!r} (supported: 1)")
+    if budget not in CONTEXT_AWARE_TABLE:
+        problems.append(f"budget={budget!r} (supported: {', '.join(map(str, CONTEXT_AWARE_TABLE))})")
+    if problems:
+        raise ConfigError("gate='context_aware' was only measured for main-process, total-token, text, "
+                          "micro_batch_size=1 training at 512K/1M budgets; unsupported here: "
+                          + "; ".join(problems) + ". Use gate='token_aware' (any context length) or gate='fixed'.")
+    return FixedGate(CONTEXT_AWARE_TABLE[budget], policy="context_aware")
+
+
+GATE_NAMES = ("fixed", "context_aware", "token_aware")
+
+
+def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, **options: Any) -> Gate:
+    """Turn a gate name (or spec dict, or gate object) into a gate. The one place policies are resolved.
+
+    A gate object is returned unchanged, so resolving an already-resolved gate is
+    a no-op: callers further down never resolve again.
+    """
+    if isinstance(gate, dict):
+        options = {**{k: v for k, v in gate.items() if k not in ("kind", "policy")}, **options}
+        kind = gate.get("policy") if gate.get("policy") == "context_aware" else gate.get("kind")
+        gate = kind
+    if not isinstance(gate, str):
+        if not (callable(getattr(gate, "ready", None)) and callable(getattr(gate, "spec", None))):
+            raise ConfigError(f"gate must be one of {GATE_NAMES} or an object with ready(view) and spec() methods, "
+                              f"got {type(gate).__name__}")
+        return gate
+    check_choice("gate", gate, GATE_NAMES)
+    if gate == "fixed":
+        return FixedGate(**_only(options, "buffer_size", gate))
+    if gate == "token_aware":
+        return TokenAwareGate(**_only(options, ("margin", "pool_cap"), gate))
+    if budget is None:
+        raise ConfigError("gate='context_aware' needs the token budget (budget=...) to resolve")
+    opts = _only(options, ("micro_batch_size", "runtime", "count", "modality", "dyn_bsz", "buffer_size"), gate)
+    opts.pop("buffer_size", None)  # a checkpointed spec carries the resolved size; the table decides it
+    return context_aware(budget, **opts)
+
+
+def _only(options: dict, allowed, gate: str) -> dict:
+    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"gate={gate!r} does not take {', '.join(unknown)}; it takes: {', '.join(allowed)}")
+    return dict(options)

@@ -1,0 +1,289 @@
+"""Properties of a packer and its gate, checked on recorded runs.
+
+``drive`` feeds a stream through a packer the way a main-process loader does
+(put one sample; if ready, cut one micro-batch; drain at end of stream) and
+records what happened next to the harness's *own* model of the buffer, so no
+check trusts the packer's bookkeeping. Each ``check_*`` function raises
+``PropertyViolation`` with a message that says what broke and where.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from dynbsz.config import PackerConfig
+from dynbsz.selection import select_reference
+from dynbsz.warmup import budget_at_step
+
+from .strategies import Sample
+
+
+class PropertyViolation(AssertionError):
+    """A property does not hold. The message names the property and the first offending step."""
+
+
+@dataclass
+class Cut:
+    ids: tuple
+    tokens: tuple
+    physical: tuple
+    budget: int
+    drained: bool
+    buffer_before: list[Sample]   # the harness's model of the buffer just before the cut, oldest first
+    after_put: int                # index of the last sample put before this cut (-1: none)
+
+
+@dataclass
+class Observation:
+    """Readiness right after a put, next to the buffer as the harness models it."""
+
+    put_index: int
+    num_samples: int
+    tokens: int
+    physical: int
+    ready: bool
+
+
+@dataclass
+class Run:
+    config: PackerConfig
+    stream: list[Sample]
+    cuts: list[Cut] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    accepted: list[bool] = field(default_factory=list)
+    restored_at: list[int] = field(default_factory=list)
+
+    def batches(self) -> list[tuple]:
+        return [c.ids for c in self.cuts]
+
+
+PackerFactory = Callable[[], Any]
+
+
+def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sample], *,
+          restore_after: Sequence[int] = (), json_roundtrip: bool = True) -> Run:
+    """Run ``stream`` through a packer; after each put index in ``restore_after`` checkpoint, make a
+    fresh packer, restore it, and carry on with that one."""
+    packer = make_packer()
+    run = Run(config, list(stream))
+    buffer: list[Sample] = []
+    restore_after = set(restore_after)
+    last_put = -1
+
+    for i, s in enumerate(stream):
+        ok = packer.put(s.id, s.tokens, s.physical, s.source)
+        run.accepted.append(bool(ok))
+        if ok:
+            buffer.append(s)
+        last_put = i
+        ready = packer.ready()
+        run.observations.append(Observation(i, len(buffer), sum(x.tokens for x in buffer),
+                                            sum(_phys(x) for x in buffer), ready))
+        if ready:
+            _record(run, buffer, packer.cut(), False, last_put)
+        if i in restore_after:
+            state = packer.state_dict()
+            if json_roundtrip:
+                state = json.loads(json.dumps(state))
+            packer = make_packer()
+            packer.load_state_dict(state)
+            run.restored_at.append(i)
+    for mb in packer.drain():
+        _record(run, buffer, mb, True, last_put)
+    if len(packer) != 0:
+        raise PropertyViolation(f"drain() left {len(packer)} samples in the packer")
+    return run
+
+
+def _phys(s: Sample) -> int:
+    return s.tokens if s.physical is None else s.physical
+
+
+def _record(run: Run, buffer: list[Sample], mb, drained: bool, last_put: int) -> None:
+    before = list(buffer)
+    by_id = {s.id: s for s in buffer}
+    for sid in mb.ids:
+        if sid not in by_id:
+            raise PropertyViolation(f"conservation: micro-batch {len(run.cuts)} emitted sample {sid!r}, "
+                                    "which is not buffered (never put, or already emitted)")
+        del by_id[sid]
+    if len(set(mb.ids)) != len(mb.ids):
+        raise PropertyViolation(f"conservation: micro-batch {len(run.cuts)} holds a sample twice: {mb.ids}")
+    taken = set(mb.ids)
+    buffer[:] = [s for s in buffer if s.id not in taken]
+    run.cuts.append(Cut(tuple(mb.ids), tuple(mb.tokens), tuple(mb.physical), mb.budget, drained or mb.drained,
+                        before, last_put))
+
+
+# ---- the properties -------------------------------------------------------------------------
+
+def check_conservation(run: Run, dropped: dict[str, list] | None = None) -> None:
+    """Every sample put is emitted exactly once, or rejected at put() and reported as dropped."""
+    emitted = [sid for c in run.cuts for sid in c.ids]
+    if len(emitted) != len(set(emitted)):
+        dup = sorted({x for x in emitted if emitted.count(x) > 1})
+        raise PropertyViolation(f"conservation: samples emitted more than once: {dup[:10]}")
+    accepted = [s.id for s, ok in zip(run.stream, run.accepted) if ok]
+    rejected = [s.id for s, ok in zip(run.stream, run.accepted) if not ok]
+    missing = set(accepted) - set(emitted)
+    if missing:
+        raise PropertyViolation(f"conservation: accepted samples never emitted: {sorted(missing)[:10]}")
+    if dropped is not None:
+        reported = [sid for ids in dropped.values() for sid in ids]
+        if sorted(reported) != sorted(rejected):
+            raise PropertyViolation(f"conservation: samples rejected at put() {sorted(rejected)[:10]} differ from "
+                                    f"those reported as dropped {sorted(reported)[:10]}")
+    elif rejected:
+        raise PropertyViolation(f"conservation: samples silently dropped: {rejected[:10]}")
+
+
+def check_budget(run: Run) -> None:
+    """A micro-batch fits its budget (and the physical cap), unless it is a single forced sample."""
+    cap = run.config.physical_cap
+    for k, c in enumerate(run.cuts):
+        if len(c.ids) == 0:
+            raise PropertyViolation(f"budget: micro-batch {k} is empty")
+        if len(c.ids) == 1:
+            continue
+        if sum(c.tokens) > c.budget:
+            raise PropertyViolation(f"budget: micro-batch {k} holds {sum(c.tokens)} tokens > budget {c.budget} "
+                                    f"with {len(c.ids)} samples")
+        if cap is not None and sum(c.physical) > cap:
+            raise PropertyViolation(f"budget: micro-batch {k} holds {sum(c.physical)} physical tokens > "
+                                    f"physical_cap {cap}")
+
+
+def check_warmup(run: Run) -> None:
+    """Each micro-batch is cut against the warm-up budget of its optimizer step."""
+    c = run.config
+    for k, cut in enumerate(run.cuts):
+        want = budget_at_step(c.budget, k // c.micro_batches_per_step, c.warmup_steps, c.warmup_init_tokens)
+        if cut.budget != want:
+            raise PropertyViolation(f"warm-up: micro-batch {k} (step {k // c.micro_batches_per_step}) was cut "
+                                    f"against budget {cut.budget}, expected {want}")
+
+
+def covered(config: PackerConfig, tokens: int, physical: int) -> bool:
+    return tokens >= config.budget or (config.physical_cap is not None and physical >= config.physical_cap)
+
+
+def check_minimum_gate(run: Run) -> None:
+    """The gate is a minimum, not a capacity: never ready while the buffer cannot fill one
+    micro-batch, so no micro-batch is cut below the budget except at end of stream."""
+    for o in run.observations:
+        if o.ready and not covered(run.config, o.tokens, o.physical):
+            raise PropertyViolation(
+                f"minimum gate: ready() after sample {o.put_index} with only {o.tokens} buffered tokens "
+                f"({o.num_samples} samples) < budget {run.config.budget}: the gate was used as a capacity")
+    for k, c in enumerate(run.cuts):
+        if not c.drained:
+            toks = sum(s.tokens for s in c.buffer_before)
+            phys = sum(_phys(s) for s in c.buffer_before)
+            if not covered(run.config, toks, phys):
+                raise PropertyViolation(f"minimum gate: micro-batch {k} cut before end of stream from a buffer of "
+                                        f"{toks} tokens < budget {run.config.budget}")
+
+
+def check_gate_opens(run: Run, gate_should_open: Callable[[int, int, int], bool]) -> None:
+    """The gate opens exactly when its documented rule says so: it neither stalls nor opens early."""
+    for o in run.observations:
+        want = gate_should_open(o.num_samples, o.tokens, o.physical)
+        if o.ready != want:
+            raise PropertyViolation(f"gate rule: after sample {o.put_index} with {o.num_samples} samples and "
+                                    f"{o.tokens} tokens, ready()={o.ready}, the gate's rule says {want}")
+
+
+def check_ordered_greedy(run: Run) -> None:
+    """Each micro-batch is what VeOmni's ordered greedy walk takes from the buffer, and the
+    samples left behind keep their arrival order."""
+    cap = run.config.physical_cap
+    for k, c in enumerate(run.cuts):
+        buf = c.buffer_before
+        lone = [s.tokens == 0 for s in buf]
+        want = [buf[i].id for i in select_reference([s.tokens for s in buf], c.budget, [_phys(s) for s in buf],
+                                                     cap, lone if any(lone) else None)]
+        if list(c.ids) != want:
+            raise PropertyViolation(f"ordered greedy: micro-batch {k} (budget {c.budget}) is {list(c.ids)}, "
+                                    f"the greedy walk over the buffer {[(s.id, s.tokens) for s in buf]} takes {want}")
+
+
+def check_resume_equivalence(uninterrupted: Run, resumed: Run) -> None:
+    """Checkpoint and restore into a fresh packer at any point: the micro-batches are unchanged."""
+    a, b = uninterrupted.cuts, resumed.cuts
+    for k, (x, y) in enumerate(zip(a, b)):
+        if (x.ids, x.budget, x.drained) != (y.ids, y.budget, y.drained):
+            raise PropertyViolation(f"resume: restoring after samples {resumed.restored_at} changed micro-batch {k}: "
+                                    f"{x.ids} (budget {x.budget}) uninterrupted vs {y.ids} (budget {y.budget})")
+    if len(a) != len(b):
+        raise PropertyViolation(f"resume: restoring after samples {resumed.restored_at} changed the number of "
+                                f"micro-batches: {len(a)} uninterrupted vs {len(b)}")
+
+
+def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int, int], bool] | None:
+    """The documented opening rule of a built-in gate, restated from its spec (not its code).
+    None for gates this suite has no rule for (user gates): only the minimum-gate property applies."""
+    import math
+
+    cap = config.physical_cap
+
+    def covers(tokens: int, phys: int) -> bool:
+        return tokens >= config.budget or (cap is not None and phys >= cap)
+
+    if spec.get("kind") == "fixed":
+        size = spec["buffer_size"]
+        return lambda n, tokens, phys: n > 0 and n >= size and covers(tokens, phys)
+    if spec.get("kind") == "token_aware":
+        margin, pool = spec["margin"], spec["pool_cap"]
+        target = math.ceil((1 + margin) * config.budget)
+        ptarget = math.ceil((1 + margin) * cap) if cap is not None else None
+        return lambda n, tokens, phys: n > 0 and covers(tokens, phys) and (
+            n >= pool or tokens >= target or (ptarget is not None and phys >= ptarget))
+    return None
+
+
+PACKER_PROPERTIES = ("conservation", "budget", "warmup", "minimum_gate", "gate_rule", "ordered_greedy", "resume")
+
+
+def check_packer(make_packer: PackerFactory, config: PackerConfig, gate_spec: dict[str, Any],
+                 stream: Sequence[Sample], restore_after: Sequence[int] = (),
+                 only: Sequence[str] = PACKER_PROPERTIES) -> None:
+    """Every packer property on one stream; raises the first ``PropertyViolation``, tagged with its name."""
+    holder: dict[str, Any] = {}
+
+    def make():
+        holder["packer"] = make_packer()
+        return holder["packer"]
+
+    def tagged(name: str, fn: Callable[[], None]) -> None:
+        if name not in only:
+            return
+        try:
+            fn()
+        except PropertyViolation as e:
+            raise PropertyViolation(f"[{name}] {e}") from None
+
+    try:
+        run = drive(make, config, stream)
+    except PropertyViolation as e:
+        raise PropertyViolation(f"[conservation] {e}") from None
+    except Exception as e:  # the target crashed on a valid stream: a finding in itself
+        raise PropertyViolation(f"[crash] {type(e).__name__}: {e}") from e
+    dropped = getattr(holder["packer"], "dropped", None)
+    tagged("conservation", lambda: check_conservation(run, dropped))
+    tagged("budget", lambda: check_budget(run))
+    tagged("warmup", lambda: check_warmup(run))
+    tagged("minimum_gate", lambda: check_minimum_gate(run))
+    rule = gate_rule(config, gate_spec)
+    if rule is not None:
+        tagged("gate_rule", lambda: check_gate_opens(run, rule))
+    tagged("ordered_greedy", lambda: check_ordered_greedy(run))
+    if "resume" in only and restore_after:
+        try:
+            resumed = drive(make_packer, config, stream, restore_after=restore_after)
+        except PropertyViolation as e:
+            raise PropertyViolation(f"[resume] {e}") from None
+        except Exception as e:
+            raise PropertyViolation(f"[resume] crashed after restoring: {type(e).__name__}: {e}") from e
+        tagged("resume", lambda: check_resume_equivalence(run, resumed))

@@ -1,0 +1,33 @@
+"""Hypothesis settings profiles: ``ci`` (default: sized for the 15-minute suite on 2 cores),
+``dev`` (quick local loop) and ``fuzz`` (long runs for new policies).
+
+Select one with the environment variable ``DYNBSZ_PROFILE`` or pytest's
+``--hypothesis-profile``. Every profile prints the reproduction blob of a
+failure so it replays from ``@reproduce_failure`` or the example database.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+PROFILES = ("ci", "dev", "fuzz")
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
+def register() -> None:
+    settings.register_profile("ci", max_examples=60, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
+    settings.register_profile("dev", max_examples=20, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
+    settings.register_profile("fuzz", max_examples=5_000, deadline=None, print_blob=True,
+                              suppress_health_check=_SLOW_OK,
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
+
+
+def load(name: str | None = None) -> str:
+    register()
+    name = name or os.environ.get("DYNBSZ_PROFILE", "ci")
+    if name not in PROFILES:
+        raise ValueError(f"DYNBSZ_PROFILE={name!r} is not a profile; allowed values: {', '.join(PROFILES)}")
+    settings.load_profile(name)
+    return name

@@ -1,0 +1,1 @@
+"""simulator: a discrete-event model of decode costs and worker scheduling that drives dynbsz's packer."""

@@ -1,0 +1,89 @@
+"""Gate policies: the seed's context-aware table, the token-aware rule, resolution done once."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynbsz import ConfigError, FixedGate, GreedyPacker, PackerConfig, TokenAwareGate, context_aware, resolve_gate
+
+K = 1024
+
+
+@pytest.mark.parametrize("budget", [512 * K, 1024 * K])
+def test_context_aware_resolves_to_a_minimum_of_24(budget):
+    gate = context_aware(budget)
+    assert gate == FixedGate(24, policy="context_aware")
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"budget": 128 * K}, "budget=131072"),
+    ({"budget": 2048 * K}, "budget="),
+    ({"budget": 512 * K, "runtime": "worker"}, "runtime='worker'"),
+    ({"budget": 512 * K, "count": "effective"}, "count='effective'"),
+    ({"budget": 512 * K, "modality": "multimodal"}, "modality='multimodal'"),
+    ({"budget": 512 * K, "micro_batch_size": 2}, "micro_batch_size=2"),
+    ({"budget": 512 * K, "dyn_bsz": False}, "dyn_bsz=True"),
+    ({"budget": 512 * K, "runtime": "gpu"}, "allowed values"),
+])
+def test_context_aware_fails_closed(kwargs, needle):
+    budget = kwargs.pop("budget")
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")) as e:
+        context_aware(budget, **kwargs)
+    assert any(hint in str(e.value) for hint in ("token_aware", "allowed values", "gate='fixed'"))
+
+
+def test_resolve_gate_resolves_once():
+    gate = resolve_gate("context_aware", budget=512 * K)
+    # A resolved gate passes through untouched: a second resolution cannot re-run the table.
+    assert resolve_gate(gate, budget=12345) is gate
+    assert resolve_gate(gate.spec(), budget=512 * K) == gate
+
+
+def test_resolve_gate_by_name_and_spec():
+    assert resolve_gate("fixed") == FixedGate(200)
+    assert resolve_gate("fixed", buffer_size=8) == FixedGate(8)
+    assert resolve_gate("token_aware", margin=1.0, pool_cap=64) == TokenAwareGate(1.0, 64)
+    assert resolve_gate(TokenAwareGate(0.25, 10).spec()) == TokenAwareGate(0.25, 10)
+    with pytest.raises(ConfigError, match="allowed values"):
+        resolve_gate("adaptive")
+    with pytest.raises(ConfigError, match="does not take"):
+        resolve_gate("fixed", margin=2)
+    with pytest.raises(ConfigError, match="needs the token budget"):
+        resolve_gate("context_aware")
+    with pytest.raises(ConfigError, match="ready"):
+        resolve_gate(object())
+
+
+def test_token_aware_opens_on_margin_long_before_the_pool_cap():
+    # Long samples: 4 of them cover budget * 1.5, far below a pool cap of 200.
+    packer = GreedyPacker(PackerConfig(budget=1000), TokenAwareGate(margin=0.5, pool_cap=200))
+    opened_at = None
+    for i in range(10):
+        packer.put(i, 400)
+        if packer.ready():
+            opened_at = i + 1
+            break
+    assert opened_at == 4  # 1600 >= 1500
+
+
+def test_token_aware_pool_cap_bounds_the_wait_with_short_samples():
+    packer = GreedyPacker(PackerConfig(budget=1000), TokenAwareGate(margin=3.0, pool_cap=50))
+    n = 0
+    while not packer.ready():
+        packer.put(n, 30)
+        n += 1
+    assert n == 50  # 1500 tokens cover the budget; the 4000-token margin is cut short by the pool cap
+
+
+def test_a_user_gate_is_a_plain_object():
+    class EveryTwoThousand:
+        def ready(self, view):
+            return view.tokens >= 2 * view.budget
+
+        def spec(self):
+            return {"kind": "user", "name": "every-2x"}
+
+    packer = GreedyPacker(PackerConfig(budget=100), resolve_gate(EveryTwoThousand()))
+    for i in range(5):
+        packer.put(i, 50)
+    assert packer.ready()

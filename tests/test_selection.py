@@ -1,0 +1,59 @@
+"""The vectorized greedy walk equals the literal one, in every regime."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dynbsz.selection import NEVER_FITS, select, select_reference
+
+
+@st.composite
+def buffers(draw):
+    budget = draw(st.integers(1, 400))
+    n = draw(st.integers(1, 300))
+    hi = draw(st.sampled_from([max(1, budget // 8), budget, 2 * budget]))
+    tokens = draw(st.lists(st.integers(1, hi), min_size=n, max_size=n))
+    # Slots already taken by an earlier cut carry NEVER_FITS; the head never does.
+    dead = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    tokens = [NEVER_FITS if d and i > 0 else t for i, (t, d) in enumerate(zip(tokens, dead))]
+    return budget, tokens
+
+
+@given(buffers())
+def test_select_matches_reference(buf):
+    budget, tokens = buf
+    assert select(np.array(tokens, dtype=np.int64), budget) == select_reference(tokens, budget)
+
+
+@given(buffers(), st.data())
+def test_select_with_physical_cap_matches_reference(buf, data):
+    budget, tokens = buf
+    physical = [t + data.draw(st.integers(0, budget)) for t in tokens]
+    cap = data.draw(st.integers(1, 3 * budget))
+    got = select(np.array(tokens, dtype=np.int64), budget, np.array(physical, dtype=np.int64), cap)
+    assert got == select_reference(tokens, budget, physical, cap)
+
+
+@given(buffers(), st.data())
+def test_select_with_lone_samples_matches_reference(buf, data):
+    budget, tokens = buf
+    alone = data.draw(st.lists(st.booleans(), min_size=len(tokens), max_size=len(tokens)))
+    got = select(np.array(tokens, dtype=np.int64), budget, alone=np.array(alone))
+    want = select_reference(tokens, budget, alone=alone)
+    assert got == want
+    if alone[0]:
+        assert got == [0]
+    else:
+        assert not any(alone[i] for i in got)
+
+
+def test_head_is_always_taken_even_when_overlong():
+    assert select(np.array([500, 1, 1], dtype=np.int64), 100) == [0]
+    assert select(np.array([60, 50, 40], dtype=np.int64), 100) == [0, 2]
+
+
+def test_long_contiguous_prefix_spans_growing_windows():
+    tokens = np.ones(5000, dtype=np.int64)
+    assert select(tokens, 3000) == list(range(3000))
