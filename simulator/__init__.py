@@ -1,1 +1,29 @@
-"""simulator: a discrete-event model of decode costs and worker scheduling that drives dynbsz's packer."""
+"""simulator: a discrete-event model of decode costs and worker scheduling that drives dynbsz's packer.
+
+The model only supplies *time*: packing and readiness decisions are made by
+``dynbsz.GreedyPacker`` and ``dynbsz.gates`` objects called from the event loop.
+
+    engine        the clock and event queue
+    config        LoaderConfig (torch's knobs), StepTime (the consumer)
+    loader_model  torch / torchdata dispatch and hand-out rules: LoaderModel, simulate
+    dynbatch      main-process dynamic batching over the model: run_rank
+    metrics       pure functions: cold start, throughput, stall, fill, source share, displacement
+    workloads     the calibrated seed workload, a text/video mixture, a prefix-stable stream
+    gatespec      gate specifications: fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY
+    study         the cold-start study and gate sweeps, calibrated on the seed PR
+    skew          in_order=True vs False on uneven costs
+    fidelity      the real StatefulDataLoader against the model
+    plot          optional PNG plots (matplotlib)
+    progress      a dependency-free progress bar
+    cli           ``python -m simulator run | cold-start | sweep | skew | fidelity``
+
+See docs/simulator.md.
+"""
+
+from .config import LoaderConfig, StepTime
+from .dynbatch import RankRun, run_rank
+from .engine import CausalityError, EventQueue
+from .loader_model import LoaderModel, LoaderRun, simulate
+
+__all__ = ["CausalityError", "EventQueue", "LoaderConfig", "LoaderModel", "LoaderRun", "RankRun", "StepTime",
+           "run_rank", "simulate"]

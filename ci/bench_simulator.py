@@ -1,0 +1,103 @@
+"""Simulator speed, as figures (never as timed asserts in unit tests).
+
+    python ci/bench_simulator.py [--repeat 3] [--full] [--samples 1000000]
+
+Prints one JSON report:
+
+* ``cold_start_point``: one point of the cold-start study (1M budget, fixed:24, DP1, first
+  micro-batch plus 500 steady-state micro-batches); goal: under 1 s. Also the heaviest
+  point of the default table (2M, fixed:200, DP8).
+* ``million_samples``: 1,000,000 samples (batch size 1: a million tasks) through the
+  loader model with 8 workers, in_order True and False; goal: under 10 s.
+* ``million_samples_packed``: the same stream through main-process dynamic batching
+  (the real GreedyPacker, 8 workers): the simulator plus the packer's own cost.
+* ``seed_run``: the seed's measured 5,063.80 s run (1M budget, buffer 200, DP1, first
+  micro-batch): simulated seconds per wall second.
+* ``full_study`` (with ``--full``): the whole default cold-start table.
+
+Inputs (traces) are built before the clock starts; each figure is the best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from dynbsz import FixedGate, PackerConfig  # noqa: E402
+from simulator.config import LoaderConfig  # noqa: E402
+from simulator.dynbatch import run_rank  # noqa: E402
+from simulator.loader_model import simulate  # noqa: E402
+from simulator.study import SEED_READY_S, Study, StudyConfig  # noqa: E402
+from simulator.workloads import TEXT_VIDEO  # noqa: E402
+
+K = 1024
+SEED_MEASURED_RUN_S = SEED_READY_S[(1024 * K, "fixed:200")]
+
+
+def best(fn, repeat: int):
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--full", action="store_true", help="also time the whole default cold-start table")
+    args = ap.parse_args(argv)
+    report: dict = {"benchmark": "simulator", "python": platform.python_version(), "cpus": os.cpu_count(),
+                    "repeat": args.repeat}
+
+    study = Study(StudyConfig())
+    study.point(1024 * K, "fixed:24", 1)                    # warm the stream cache (input preparation)
+    study.point(2048 * K, "fixed:200", 8)
+    wall, row = best(lambda: study.point(1024 * K, "fixed:24", 1), args.repeat)
+    heavy, hrow = best(lambda: study.point(2048 * K, "fixed:200", 8), args.repeat)
+    report["cold_start_point"] = {"point": "1M fixed:24 dp1, 500 steady steps", "wall_s": wall, "goal_s": 1.0,
+                                  "met": wall < 1.0, "heaviest_point": "2M fixed:200 dp8, 500 steady steps",
+                                  "heaviest_wall_s": heavy, "ready_p50_s": row.ready_p50_s}
+
+    trace = TEXT_VIDEO.sample(args.samples, 0)
+    mm = {}
+    for in_order in (True, False):
+        cfg = LoaderConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=in_order)
+        w, run = best(lambda: simulate(trace, cfg), args.repeat)
+        mm[f"in_order_{in_order}"] = {"wall_s": w, "samples_per_wall_s": args.samples / w,
+                                      "simulated_s": run.makespan_s, "met": w < 10.0}
+    report["million_samples"] = {"samples": args.samples, "workers": 8, "goal_s": 10.0, **mm}
+
+    cfg = LoaderConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=True)
+    w, rank = best(lambda: run_rank(trace, PackerConfig(32 * K), FixedGate(200), cfg), max(1, args.repeat - 2))
+    report["million_samples_packed"] = {"samples": args.samples, "budget": 32 * K, "gate": "fixed:200",
+                                        "wall_s": w, "micro_batches": len(rank), "samples_per_wall_s": args.samples / w}
+
+    seed_study = Study(StudyConfig(steps=0))
+    seed_study.point(1024 * K, "fixed:200", 1)
+    w, srow = best(lambda: seed_study.point(1024 * K, "fixed:200", 1), args.repeat)
+    report["seed_run"] = {"point": "1M fixed:200 dp1, first micro-batch", "seed_measured_s": SEED_MEASURED_RUN_S,
+                          "simulated_s": srow.ready_p50_s, "wall_s": w,
+                          "simulated_s_per_wall_s": srow.ready_p50_s / w,
+                          "seed_measured_s_per_wall_s": SEED_MEASURED_RUN_S / w}
+
+    if args.full:
+        t0 = time.perf_counter()
+        rows = Study(StudyConfig()).run()
+        report["full_study"] = {"points": len(rows), "wall_s": time.perf_counter() - t0}
+
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,483 @@
+"""``python -m simulator``: run | cold-start | sweep | skew | fidelity.
+
+Every command prints a readable table by default and JSON with ``--json``; long
+runs draw a progress bar on stderr when it is a terminal (``--progress`` /
+``--no-progress`` to force). Bad input exits with status 2 and one line naming
+the setting at fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+
+from dynbsz.errors import ConfigError, DynbszError
+from dynbsz.workload import Trace
+
+from .config import LoaderConfig, StepTime
+from .progress import ProgressBar
+
+K = 1024
+
+
+# ---- argument parsing helpers ------------------------------------------------------------------
+
+def parse_bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_budget(text: str) -> int:
+    """``512K``, ``1M``, ``2m`` or a plain token count."""
+    t = text.strip().upper()
+    mult = {"K": K, "M": K * K}.get(t[-1:], 1)
+    digits = t[:-1] if mult != 1 else t
+    try:
+        value = int(digits) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a budget is a token count like 131072, 512K or 1M, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a budget must be >= 1 token, got {text!r}")
+    return value
+
+
+def parse_list(kind):
+    def parse(text: str):
+        try:
+            return tuple(kind(x) for x in text.split(",") if x.strip())
+        except (ValueError, argparse.ArgumentTypeError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+def budget_label(b: int) -> str:
+    if b % (K * K) == 0:
+        return f"{b // (K * K)}M"
+    return f"{b // K}K" if b % K == 0 else str(b)
+
+
+def _emit_json(obj, indent: int | None = 1) -> None:
+    json.dump(obj, sys.stdout, indent=indent, allow_nan=False, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _clean(x):
+    """NaN -> None for JSON."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def table(headers: list[str], rows: list[list], align: str | None = None) -> str:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    align = align or "l" + "r" * (len(headers) - 1)
+
+    def fmt(r):
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align))
+
+    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in cells])
+
+
+def pct(x, digits=2) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
+
+
+def secs(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.2f}"
+
+
+def _progress(args, label: str) -> ProgressBar:
+    return ProgressBar(label, enabled=args.progress)
+
+
+# ---- shared options ------------------------------------------------------------------------------
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="always draw the progress bar (default: only on a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _add_loader(p: argparse.ArgumentParser, *, workers=None, prefetch=None, in_order=None, batch=None) -> None:
+    p.add_argument("--workers", type=int, default=workers, help="num_workers (0: synchronous fetch)")
+    p.add_argument("--prefetch-factor", type=int, default=prefetch,
+                   help="tasks in flight per worker (torch's default 2; not allowed with --workers 0)")
+    p.add_argument("--batch-size", type=int, default=batch, help="samples per loader batch")
+    p.add_argument("--in-order", type=parse_bool, default=in_order, metavar="true|false")
+    p.add_argument("--persistent", action="store_true", help="persistent_workers=True")
+    p.add_argument("--startup", type=float, default=0.0, metavar="S", help="worker start-up seconds per start")
+    p.add_argument("--task-overhead", type=float, default=0.0, metavar="S",
+                   help="worker seconds per task on top of its samples' costs (collate, pickling)")
+    p.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds from a worker finishing a batch "
+                   "to the main process seeing it")
+    p.add_argument("--step-time", type=float, default=0.0, metavar="S", help="consumer seconds per batch / step")
+    p.add_argument("--step-time-per-token", type=float, default=0.0, metavar="S",
+                   help="consumer seconds per token of the batch, added to --step-time")
+
+
+def _loader_from(args, base: LoaderConfig | None = None) -> LoaderConfig:
+    base = base or LoaderConfig()
+    kw = {}
+    if args.workers is not None:
+        kw["num_workers"] = args.workers
+        if args.workers == 0 and args.prefetch_factor is None:
+            kw["prefetch_factor"] = None
+    if args.prefetch_factor is not None:
+        kw["prefetch_factor"] = args.prefetch_factor
+    if args.batch_size is not None:
+        kw["batch_size"] = args.batch_size
+    if args.in_order is not None:
+        kw["in_order"] = args.in_order
+    if args.persistent:
+        kw["persistent_workers"] = True
+    kw["worker_startup_s"] = args.startup
+    kw["task_overhead_s"] = args.task_overhead
+    kw["result_latency_s"] = args.latency
+    return replace(base, **kw)
+
+
+def _step_from(args) -> StepTime:
+    return StepTime(args.step_time, args.step_time_per_token)
+
+
+# ---- run -------------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from . import metrics
+    from .loader_model import physical_bound_s, simulate
+
+    trace = Trace.read_csv(args.trace)
+    cfg = _loader_from(args)
+    step = _step_from(args)
+    with _progress(args, "simulating") as bar:
+        run = simulate(trace, cfg, step=step, epochs=args.epochs, progress=bar)
+    ids = trace.ids
+    sizes = run.batch_sizes()
+    summary = {
+        "batches": len(run), "samples": int(sizes.sum()), "epochs": args.epochs,
+        "makespan_s": run.makespan_s, "cold_start_s": metrics.time_to_first(run.handout_s),
+        "throughput_samples_per_s": metrics.steady_throughput(run.handout_s, sizes),
+        "stall_fraction": metrics.stall_fraction(run.request_s, run.handout_s),
+        "physical_bound_s": physical_bound_s(trace, cfg, args.epochs),
+        "dropped_indices": run.n_dropped,
+    }
+    if args.json:
+        offs = run.offsets.tolist()
+        sample_ids = ids[run.samples].tolist()
+        idx, wk, dl = run.batch.tolist(), run.worker.tolist(), run.handout_s.tolist()
+        ep = run.epoch.tolist()
+        batches = []
+        for i in range(len(run)):
+            b = {"index": idx[i], "worker": wk[i], "sample_ids": sample_ids[offs[i]:offs[i + 1]], "delivered_s": dl[i]}
+            if args.epochs > 1:
+                b["epoch"] = ep[i]
+            batches.append(b)
+        _emit_json(_clean({"batches": batches, "makespan_s": run.makespan_s, "summary": summary,
+                           "config": {**cfg.__dict__, "step_time_s": step.base_s,
+                                      "step_time_per_token_s": step.per_token_s}}), indent=None)
+        return 0
+    print(f"trace {args.trace}: {len(trace)} samples; num_workers={cfg.num_workers} prefetch_factor="
+          f"{cfg.prefetch if cfg.num_workers else None} batch_size={cfg.batch_size} in_order={cfg.in_order} "
+          f"persistent={cfg.persistent_workers} epochs={args.epochs}")
+    print(table(["metric", "value"], [
+        ["makespan (s)", secs(summary["makespan_s"])],
+        ["physical bound: total cost / workers (s)", secs(summary["physical_bound_s"])],
+        ["first batch (s)", secs(summary["cold_start_s"])],
+        ["steady throughput (samples/s)", secs(summary["throughput_samples_per_s"])],
+        ["consumer stall fraction", pct(summary["stall_fraction"])],
+        ["batches / samples", f"{summary['batches']} / {summary['samples']}"],
+    ], "lr"))
+    n = len(run)
+    show = list(range(n)) if args.all or n <= 24 else list(range(12)) + [-1] + list(range(n - 12, n))
+    rows = []
+    for i in show:
+        if i < 0:
+            rows.append(["...", "", "", "", ""])
+            continue
+        s = ids[run.batch_samples(i)].tolist()
+        rows.append([run.epoch[i], run.batch[i], run.worker[i], secs(float(run.handout_s[i])),
+                     ",".join(map(str, s[:8])) + (",..." if len(s) > 8 else "")])
+    print()
+    print(table(["epoch", "index", "worker", "delivered_s", "sample_ids"], rows, "rrrrl"))
+    return 0
+
+
+# ---- cold-start and sweep ---------------------------------------------------------------------------
+
+def _add_study(p: argparse.ArgumentParser, gates_default) -> None:
+    from .study import DEFAULT_BUDGETS, DEFAULT_DP
+
+    p.add_argument("--budgets", type=parse_list(parse_budget), default=DEFAULT_BUDGETS,
+                   help="comma-separated token budgets (default 512K,1M,128K,256K,2M)")
+    p.add_argument("--dp", type=parse_list(int), default=DEFAULT_DP, help="comma-separated DP sizes (default 1,2,4,8)")
+    p.add_argument("--steps", type=int, default=500, help="steady-state micro-batches after the first (default 500)")
+    p.add_argument("--seed", type=int, default=None, help="stream seed (default: the calibrated one)")
+    p.add_argument("--trace", metavar="FILE", help="read the stream (sampler order) from a CSV trace instead of "
+                   "the calibrated workload")
+    p.add_argument("--no-truncate", action="store_true", help="keep samples longer than the budget (default: cut "
+                   "to the budget, as VeOmni's transforms do)")
+    p.add_argument("--overlong", default="emit_alone", help="packer policy for samples over the budget: "
+                   "emit_alone, raise or drop")
+    p.add_argument("--plot", metavar="FILE.png", help="also write a PNG plot (needs matplotlib)")
+    _add_loader(p)
+    _add_common(p)
+
+
+def _study_config(args, gates):
+    from .study import CALIBRATED_LOADER, StudyConfig
+    from .workloads import SEED_STREAM
+
+    trace = Trace.read_csv(args.trace) if args.trace else None
+    return StudyConfig(budgets=tuple(args.budgets), gates=tuple(gates), dp_sizes=tuple(args.dp), steps=args.steps,
+                       seed=SEED_STREAM if args.seed is None else args.seed,
+                       loader=_loader_from(args, CALIBRATED_LOADER), step=_step_from(args),
+                       truncate=not args.no_truncate, overlong=args.overlong, trace=trace)
+
+
+def _run_study(args, gates, title: str) -> int:
+    from .study import Study, calibration
+
+    config = _study_config(args, gates)
+    if args.plot:
+        from .plot import _check_path
+
+        _check_path(args.plot)
+    study = Study(config)
+    with _progress(args, title) as bar:
+        rows = study.run(progress=bar)
+    if getattr(args, "calibration", False) and config.trace is not None:
+        raise ConfigError("--calibration compares the calibrated workload with the seed; drop --trace to use it")
+    calib = calibration(config) if getattr(args, "calibration", False) else None
+    if args.plot:
+        from .plot import cold_start
+
+        cold_start(rows, args.plot)
+    if args.json:
+        out = {"study": title, "config": {"budgets": list(config.budgets), "gates": list(config.gates),
+                                          "dp_sizes": list(config.dp_sizes), "steps": config.steps,
+                                          "seed": None if config.trace is not None else config.seed,
+                                          "trace": args.trace, "truncate": config.truncate,
+                                          "loader": config.loader.__dict__, "step_time_s": config.step.base_s},
+               "rows": [r.to_json() for r in rows]}
+        if calib is not None:
+            out["calibration"] = calib
+        _emit_json(_clean(out))
+        return 0
+    lo = config.loader
+    source = f"trace {args.trace}" if config.trace is not None else f"seed stream {config.seed}"
+    print(f"{title}: {source}, loader per rank: num_workers={lo.num_workers} prefetch_factor="
+          f"{lo.prefetch if lo.num_workers else None} in_order={lo.in_order}; steady state over {config.steps} "
+          "micro-batches after the first (fewer where a trace ran out: see JSON 'steps')")
+    body = []
+    for r in rows:
+        if r.error:
+            body.append([budget_label(r.budget), r.gate, r.dp, "-", "-", "-", "-", "-", "n/a: " + _short(r.error)])
+        else:
+            body.append([budget_label(r.budget), r.gate, r.dp, secs(r.ready_p50_s), f"{r.candidates_p50:g}",
+                         pct(r.first_fill), pct(r.steady_fill), pct(r.steady_fill_min), ""])
+    print(table(["budget", "gate", "dp", "ready p50 (s)", "candidates", "first fill", "steady fill", "worst step",
+                 "note"], body, "llrrrrrrl"))
+    if calib is not None:
+        print()
+        print(format_calibration(calib))
+    if args.plot:
+        print(f"\nplot written to {args.plot}")
+    return 0
+
+
+def format_calibration(calib: list[dict]) -> str:
+    rows = [[budget_label(c["budget"]), c["gate"], secs(c["seed_ready_s"]), secs(c["model_ready_s"]),
+             f"{100 * c['ready_error']:+.1f}%", pct(c["seed_fill"], 3), pct(c["model_fill"], 3),
+             "-" if c["fill_diff_points"] is None else f"{c['fill_diff_points']:+.2f}", "yes" if c["ok"] else "NO"]
+            for c in calib]
+    return "calibration against the seed (DP1; goal: ready within 10%, fill within 1.5 points)\n" + table(
+        ["budget", "gate", "seed ready", "model ready", "error", "seed fill", "model fill", "points", "ok"], rows,
+        "llrrrrrrl")
+
+
+def _short(msg: str, n: int = 70) -> str:
+    msg = msg.split(";")[0]
+    return msg if len(msg) <= n else msg[:n - 3] + "..."
+
+
+def cmd_cold_start(args) -> int:
+    return _run_study(args, args.gates, "cold-start")
+
+
+def cmd_sweep(args) -> int:
+    gates = list(args.gate)
+    if args.baseline:
+        gates = ["fixed:200", "fixed:24", "token_aware"] + gates
+    return _run_study(args, gates, "sweep")
+
+
+# ---- skew ------------------------------------------------------------------------------------------
+
+def cmd_skew(args) -> int:
+    from . import skew
+    from .workloads import get_workload
+
+    if args.trace:
+        trace = Trace.read_csv(args.trace)
+    else:
+        from dynbsz.errors import check_int
+
+        check_int("--samples", args.samples, minimum=1)
+        trace = get_workload(args.workload).sample(args.samples, args.seed)
+    loader = _loader_from(args)
+    if args.plot:
+        from .plot import _check_path
+
+        _check_path(args.plot)
+    results = skew.compare_orders(trace, loader, _step_from(args), args.window)
+    names = trace.source_names
+    if args.plot:
+        from .plot import skew as plot_skew
+
+        plot_skew(results, names, args.window, args.plot)
+    if args.json:
+        _emit_json(_clean({"samples": len(trace), "window_steps": args.window, "loader": loader.__dict__,
+                           "results": [r.to_json(names) for r in results]}))
+        return 0
+    print(f"{len(trace)} samples ({', '.join(f'{n} {s:.0%}' for n, s in zip(names, results[0].overall))}); "
+          f"num_workers={loader.num_workers} prefetch_factor={loader.prefetch} batch_size={loader.batch_size}; "
+          f"windows of {args.window} steps")
+    from .loader_model import physical_bound_s
+
+    rows = []
+    for r in results:
+        rows.append([str(r.in_order), secs(r.makespan_s), secs(r.throughput), pct(r.stall_fraction),
+                     secs(r.cold_start_s), f"{r.shift:.3f}", f"{r.skew:.3f}", f"{r.displacement['mean']:.1f}",
+                     f"{r.displacement['max']:.0f}"])
+    print(table(["in_order", "makespan (s)", "samples/s", "stall", "first batch (s)", "share shift",
+                 "share vs mix", "mean displ.", "max displ."], rows))
+    print(f"\nphysical bound (total cost / workers): {secs(physical_bound_s(trace, loader))} s; share shift: "
+          "largest change of a source's share in a window against sampler order (the loader's skew); "
+          "share vs mix: against the overall mix (includes the data's own noise)")
+    if args.plot:
+        print(f"\nplot written to {args.plot}")
+    return 0
+
+
+# ---- fidelity ----------------------------------------------------------------------------------------
+
+def cmd_fidelity(args) -> int:
+    from . import fidelity
+
+    cases = fidelity.default_cases(quick=args.quick)
+    results = []
+    with _progress(args, "real loader runs") as bar:
+        bar(0, len(cases) + 1, "measuring per-task overhead")
+        overhead = fidelity.measure_overhead() if args.overhead_ms is None else args.overhead_ms / 1e3
+        for i, case in enumerate(cases):
+            bar(i + 1, len(cases) + 1, case.label)
+            results.append(fidelity.run_case(case, tolerance_s=args.tolerance_ms / 1e3, task_overhead_s=overhead))
+        bar(len(cases) + 1, len(cases) + 1, "done")
+    summary = {**fidelity.summarize(results), "task_overhead_s": overhead}
+    if args.json:
+        _emit_json(_clean({"summary": summary, "cases": [r.to_json() for r in results]}))
+    else:
+        rows = [[r.case.label, "yes" if r.order_exact else "no", r.near_ties, f"{r.max_gap_s * 1e3:.1f}",
+                 secs(r.real_makespan_s), secs(r.model_makespan_s), f"{100 * r.makespan_error:.1f}%",
+                 "yes" if r.ok else "NO"] for r in results]
+        print(table(["case", "order exact", "near ties", "max gap ms", "real s", "model s", "makespan err", "ok"],
+                    rows, "lrrrrrrl"))
+        print(f"\nper-task overhead measured on a separate trace: {overhead * 1e3:.2f} ms")
+        print(f"worst makespan error {100 * summary['worst_makespan_error']:.1f}% ({summary['worst_makespan_case']});"
+              f" in_order=True exact: {summary['in_order_true_exact']}; in_order=False: largest overridden "
+              f"predicted gap {summary['worst_near_tie_gap_s'] * 1e3:.1f} ms (jitter tolerance "
+              f"{summary['tolerance_s'] * 1e3:g} ms)")
+    return 0 if summary["all_ok"] else 1
+
+
+# ---- entry point -------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    from .study import DEFAULT_GATES
+
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="a trace through the modelled loader (map-style, in order)")
+    r.add_argument("--trace", required=True, metavar="FILE", help="CSV with header id,tokens,cost_s,source")
+    _add_loader(r, workers=2, batch=1, in_order=True)
+    r.add_argument("--epochs", type=int, default=1)
+    r.add_argument("--all", action="store_true", help="print every batch, not the first and last 12")
+    _add_common(r)
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("cold-start", help="the seed's cold-start study: budgets x gates x DP sizes")
+    c.add_argument("--gates", type=parse_list(str), default=DEFAULT_GATES,
+                   help="comma-separated gates (fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY)")
+    c.add_argument("--calibration", action="store_true", help="also compare the DP1 points with the seed")
+    _add_study(c, DEFAULT_GATES)
+    c.set_defaults(func=cmd_cold_start)
+
+    s = sub.add_parser("sweep", help="user-written gates through the cold-start study")
+    s.add_argument("--gate", action="append", required=True, metavar="MODULE:FACTORY",
+                   help="a gate object or factory (called with budget= if it takes it); repeatable")
+    s.add_argument("--baseline", action="store_true", help="also run fixed:200, fixed:24 and token_aware")
+    _add_study(s, ())
+    s.set_defaults(func=cmd_sweep)
+
+    k = sub.add_parser("skew", help="in_order=True vs False on uneven costs: source share, displacement")
+    k.add_argument("--trace", metavar="FILE", help="CSV trace (default: a generated text/video mixture)")
+    k.add_argument("--workload", default="text_video", help="generated workload: text_video or seed_text")
+    k.add_argument("--samples", type=int, default=20_000)
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--window", type=int, default=50, help="steps per share window")
+    k.add_argument("--plot", metavar="FILE.png")
+    _add_loader(k, workers=4, batch=1, in_order=None)
+    k.set_defaults(step_time=0.01)
+    _add_common(k)
+    k.set_defaults(func=cmd_skew)
+
+    f = sub.add_parser("fidelity", help="the real StatefulDataLoader (sleep costs) against the model")
+    f.add_argument("--quick", action="store_true", help="four cases instead of twelve")
+    f.add_argument("--tolerance-ms", type=float, default=6.0, help="scheduling jitter bound for near-ties")
+    f.add_argument("--overhead-ms", type=float, default=None,
+                   help="per-task worker overhead to model (default: measured first on a near-zero-cost trace)")
+    _add_common(f)
+    f.set_defaults(func=cmd_fidelity)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in ("epochs",):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            parser.error(f"--{name} must be >= 1")
+    try:
+        return args.func(args)
+    except (DynbszError, ConfigError, FileNotFoundError, IsADirectoryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # output piped into `head` and the like: stop quietly, without a second error at exit
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,92 @@
+"""PNG plots of the cold-start and skew studies. matplotlib is optional: imported only here, only when asked."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dynbsz.errors import ConfigError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: never needs a display
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib, which is not installed: pip install matplotlib "
+                          "(or drop --plot)") from None
+    return plt
+
+
+def _check_path(path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot writes a PNG file; give a path ending in .png, got {str(path)!r}")
+    return path
+
+
+def cold_start(rows, path) -> Path:
+    """Per budget: ready time p50 (log scale) and steady-state fill against DP size, one line per gate."""
+    path = _check_path(path)
+    plt = _pyplot()
+    budgets = list(dict.fromkeys(r.budget for r in rows))
+    gates = list(dict.fromkeys(r.gate for r in rows))
+    fig, axes = plt.subplots(2, len(budgets), figsize=(3.6 * len(budgets), 6.4), squeeze=False, sharex=True)
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D", "v", "x", "+"]
+    dps = sorted({r.dp for r in rows})
+    for j, b in enumerate(budgets):
+        top, bottom = axes[0][j], axes[1][j]
+        for gi, g in enumerate(gates):
+            pts = sorted((r.dp, r.ready_p50_s, r.steady_fill) for r in rows
+                         if r.budget == b and r.gate == g and r.error is None)
+            if not pts:
+                continue
+            dp = [p[0] for p in pts]
+            # Distinct line style and marker per gate: equal policies (fixed:24, context_aware) overlap exactly.
+            style = dict(color=f"C{gi % 10}", linestyle=styles[gi % len(styles)], marker=markers[gi % len(markers)],
+                         label=g)
+            top.plot(dp, [p[1] for p in pts], **style)
+            bottom.plot(dp, [100 * p[2] if not math.isnan(p[2]) else math.nan for p in pts], **style)
+        top.set_title(f"budget {_k(b)}")
+        top.set_yscale("log")
+        top.set_xscale("log", base=2)
+        bottom.set_xticks(dps, [str(d) for d in dps])
+        bottom.set_xlabel("DP size")
+        if j == 0:
+            top.set_ylabel("first micro-batch ready, p50 (s)")
+            bottom.set_ylabel("steady-state global fill (%)")
+        top.grid(alpha=0.3)
+        bottom.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def skew(results, names, window: int, path) -> Path:
+    """Per-source share over windows of steps, in_order=True against False, plus the overall mix."""
+    path = _check_path(path)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False, sharey=True)
+    for ax, res in zip(axes[0], results):
+        for i, name in enumerate(names):
+            line, = ax.plot(res.shares[:, i], label=name)
+            ax.axhline(res.overall[i], color=line.get_color(), linestyle=":", linewidth=1)
+        ax.set_title(f"in_order={res.in_order}: share shift vs sampler {res.shift:.3f}, "
+                     f"mean displacement {res.displacement['mean']:.1f}", fontsize=10)
+        ax.set_xlabel(f"window of {window} steps")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share of samples")
+    axes[0][-1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _k(budget: int) -> str:
+    return f"{budget // (1 << 20)}M" if budget % (1 << 20) == 0 else f"{budget // 1024}K"
