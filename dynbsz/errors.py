@@ -31,6 +31,10 @@ class StateMismatchError(DynbszError, ValueError):
     """A checkpoint was made under a configuration this object cannot continue."""
 
 
+class SampleFetchError(DynbszError, RuntimeError):
+    """Reading or decoding one sample failed; the message names the sample and the original error."""
+
+
 class DroppedSampleWarning(UserWarning):
     """Samples are being dropped because a policy says ``drop``; they are counted, never silent."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class Packer(Protocol):
 
     def cut(self) -> MicroBatch: ...
 
-    def drain(self) -> list[MicroBatch]: ...
+    def drain(self) -> Iterator[MicroBatch]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -197,15 +197,26 @@ class GreedyPacker:
         """Cut the next micro-batch now (whatever the gate says; ask ``ready()`` first)."""
         return self._cut(drained=False)
 
-    def drain(self) -> list[MicroBatch]:
-        """End of stream: cut until the buffer is empty, ignoring the gate."""
-        out = []
+    def drain(self) -> Iterator[MicroBatch]:
+        """End of stream: cut until the buffer is empty, ignoring the gate.
+
+        Lazy: each micro-batch is cut when the caller asks for it, so a checkpoint taken
+        half-way through a drain still holds the rest of the buffer.
+        """
         while self.num_samples:
-            out.append(self._cut(drained=True))
-        return out
+            yield self._cut(drained=True)
 
     def __len__(self) -> int:
         return self.num_samples
+
+    def start_new_step(self) -> None:
+        """Begin a new optimizer step even though the current one holds fewer than
+        ``micro_batches_per_step`` micro-batches (a partial step at the end of an epoch), so the
+        warm-up schedule keeps counting the loader's steps."""
+        mbps = self.config.micro_batches_per_step
+        self.cuts = -(-self.cuts // mbps) * mbps
+        if self.config.warmup_steps:
+            self.current_budget = self._budget_for(self.cuts)
 
     def _cut(self, drained: bool) -> MicroBatch:
         if self.num_samples == 0:

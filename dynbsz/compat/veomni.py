@@ -99,11 +99,9 @@ class VeOmniPacker:
             tuple(i["source"] for i in items), tuple(i["payload"] for i in items), index, step,
             self._s.get_cur_token_micro_bsz(), drained)
 
-    def drain(self) -> list[MicroBatch]:
-        out = []
+    def drain(self):
         while not self._s.empty():
-            out.append(self.cut(drained=True))
-        return out
+            yield self.cut(drained=True)
 
     def __len__(self) -> int:
         return len(self._s.buffer)

@@ -1,0 +1,95 @@
+"""Loader configuration: the torch/torchdata scheduling knobs plus DP, seed and runtime."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from .errors import ConfigError, check_choice, check_int
+
+RUNTIMES = ("main", "worker")
+START_METHODS = (None, "fork", "spawn", "forkserver")
+
+
+class LoaderWarning(UserWarning):
+    """A loader setting was adjusted, or costs something the user should know about."""
+
+
+IN_ORDER_FALSE_COST = (
+    "in_order=False hands batches out in arrival order. What it costs: (1) reproducibility: the order "
+    "depends on timing, so two runs with the same seed differ; (2) distribution skew: with uneven decode "
+    "costs cheap samples (e.g. text) arrive early and slow ones (e.g. video) late, so per-step source "
+    "shares drift from the sampler's; (3) resume: dynbsz checkpoints what was actually delivered, so a "
+    "resume re-issues exactly the undelivered samples of the epoch (nothing lost or repeated), but not in "
+    "the uninterrupted order. A plain StatefulDataLoader gives no such guarantee."
+)
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """How samples are fetched and delivered.
+
+    num_workers, prefetch_factor, persistent_workers, in_order, pin_memory, start_method
+                      forwarded to torchdata's StatefulDataLoader (start_method is its
+                      multiprocessing_context); prefetch_factor defaults to 2 with workers
+    seed, shuffle     the epoch order is a pure function of (seed, epoch)
+    dp_rank, dp_size  this rank reads positions dp_rank, dp_rank + dp_size, ... of the epoch order
+    runtime           'main': packer in the main process (VeOmni's DynamicBatchSizeDataLoader);
+                      'worker': a packer inside each worker, its buffer in the worker's state
+    fetch_batch_size  samples per worker task in the main runtime
+    max_steps         stop after this many steps in total (all epochs), None: no limit
+    timeout_s         per-batch timeout for worker results (0: wait forever)
+    """
+
+    num_workers: int = 0
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    in_order: bool = True
+    pin_memory: bool = False
+    seed: int = 0
+    shuffle: bool = True
+    dp_rank: int = 0
+    dp_size: int = 1
+    runtime: str = "main"
+    fetch_batch_size: int = 1
+    start_method: str | None = None
+    max_steps: int | None = None
+    timeout_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_int("num_workers", self.num_workers, minimum=0)
+        if self.prefetch_factor is not None:
+            check_int("prefetch_factor", self.prefetch_factor, minimum=1)
+            if self.num_workers == 0:
+                raise ConfigError("prefetch_factor needs worker processes: set num_workers >= 1, or leave "
+                                  "prefetch_factor=None with num_workers=0")
+        for flag in ("persistent_workers", "in_order", "pin_memory", "shuffle"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        check_int("seed", self.seed, minimum=0)
+        check_int("dp_size", self.dp_size, minimum=1)
+        check_int("dp_rank", self.dp_rank, minimum=0, maximum=self.dp_size - 1)
+        check_choice("runtime", self.runtime, RUNTIMES)
+        check_int("fetch_batch_size", self.fetch_batch_size, minimum=1)
+        check_choice("start_method", self.start_method, START_METHODS)
+        if self.max_steps is not None:
+            check_int("max_steps", self.max_steps, minimum=1)
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s < 0:
+            raise ConfigError(f"timeout_s must be a number of seconds >= 0, got {self.timeout_s!r}")
+
+    def resolved(self) -> "LoaderConfig":
+        """The settings the loader really runs with. The one place knobs are adjusted and warned about."""
+        cfg = self
+        if cfg.persistent_workers and cfg.num_workers == 0:
+            warnings.warn("persistent_workers=True has no effect with num_workers=0 (there are no workers to "
+                          "keep); running with persistent_workers=False", LoaderWarning, stacklevel=3)
+            cfg = replace(cfg, persistent_workers=False)
+        if cfg.num_workers > 0 and cfg.prefetch_factor is None:
+            cfg = replace(cfg, prefetch_factor=2)
+        if not cfg.in_order and cfg.num_workers > 0:
+            warnings.warn(IN_ORDER_FALSE_COST, LoaderWarning, stacklevel=3)
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,285 @@
+"""runtime='worker': a packer inside each DataLoader worker, its buffer in the worker's state.
+
+Each worker owns a *logical stream*: logical worker k of n reads positions
+k, k+n, k+2n, ... of this rank's epoch order, packs them with its own packer and
+yields micro-batches. Every micro-batch carries its worker's state right after
+the cut (stream position, packer buffer by id), so the main process always
+knows, per logical stream, exactly what was handed out.
+
+A stream's output is a pure function of (epoch, stream, its state), so:
+
+* in_order=True hands streams out round-robin; a resume restarts each stream
+  from the state of its last handed-out micro-batch and rotates the
+  logical-to-physical mapping so the round robin continues with the right
+  stream: the resumed output equals the uninterrupted one;
+* in_order=False hands micro-batches out in arrival order, but a worker's own
+  results still arrive in its production order, so what was handed out is a
+  prefix of each stream: the resume re-produces exactly the rest (same
+  micro-batches, possibly interleaved differently).
+
+The epoch and a "generation" counter live in a small shared-memory tensor that
+workers read at the start of every epoch, so ``set_epoch`` reaches persistent
+workers, under fork and spawn alike.
+
+Batch-size warm-up is refused here: it needs the global step, which a worker
+producing ahead of the consumer cannot know.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from .config import PackerConfig
+from .errors import ConfigError, SampleFetchError, check_int
+from .gates import Gate, resolve_gate
+from .loader import Step, _torchdata_quiet, check_loader_state, default_source, default_tokens, STATE_FORMAT
+from .loader_config import LoaderConfig
+from .order import rank_order
+from .packer import GreedyPacker, MicroBatch
+
+
+def first_item(batch: Any) -> Any:
+    """collate_fn for batch_size=None: hand the item over untouched (module level: picklable)."""
+    return batch
+
+
+class PackingStream(IterableDataset):
+    """The worker side. Reads the epoch and generation from shared memory at every ``iter()``."""
+
+    def __init__(self, dataset: Any, packer_config: PackerConfig, gate: Gate, config: LoaderConfig,
+                 num_streams: int, control: torch.Tensor, plan: dict | None, collate_fn: Callable | None,
+                 tokens_fn: Callable, source_fn: Callable):
+        self.dataset = dataset
+        self.packer_config = packer_config
+        self.gate = gate
+        self.seed, self.shuffle, self.dp_rank, self.dp_size = config.seed, config.shuffle, config.dp_rank, config.dp_size
+        self.num_streams = num_streams
+        self.control = control
+        self.plan = plan
+        self.collate_fn = collate_fn
+        self.tokens_fn = tokens_fn
+        self.source_fn = source_fn
+
+    def current_epoch(self) -> tuple[int, int]:
+        return int(self.control[0]), int(self.control[1])
+
+    def __iter__(self) -> Iterator[dict]:
+        info = get_worker_info()
+        physical = info.id if info is not None else 0
+        epoch, generation = self.current_epoch()
+        plan = self.plan if self.plan is not None and self.plan["generation"] == generation else None
+        offset = plan["rr_offset"] if plan else 0
+        logical = (physical + offset) % self.num_streams
+        saved = plan["streams"].get(str(logical)) if plan else None
+        return self._stream(epoch, logical, saved)
+
+    def _stream(self, epoch: int, logical: int, saved: dict | None) -> Iterator[dict]:
+        order = rank_order(len(self.dataset), self.seed, epoch, self.dp_rank, self.dp_size, self.shuffle)
+        indices = order[logical::self.num_streams].tolist()
+        packer = GreedyPacker(self.packer_config, copy.deepcopy(self.gate))
+        consumed, seq = 0, 0
+        if saved is not None:
+            consumed, seq = saved["consumed"], saved["seq"] + 1
+            packer.load_state_dict(saved["packer"])
+            for sid in packer.buffered_ids():
+                packer.attach_payload(sid, self._fetch(epoch, sid))
+        tokens_fn, source_fn = self.tokens_fn, self.source_fn
+        for index in indices[consumed:]:
+            sample = self._fetch(epoch, index)
+            consumed += 1
+            packer.put(index, tokens_fn(sample), None, source_fn(sample), sample)
+            if packer.ready():
+                yield self._item(logical, seq, consumed, packer, packer.cut())
+                seq += 1
+        for mb in packer.drain():
+            yield self._item(logical, seq, consumed, packer, mb)
+            seq += 1
+
+    def _fetch(self, epoch: int, index: int) -> Any:
+        try:
+            return self.dataset[index]
+        except Exception as e:
+            raise SampleFetchError(f"fetching sample {index} (epoch {epoch}) failed in the worker: "
+                                   f"{type(e).__name__}: {e}") from e
+
+    def _item(self, logical: int, seq: int, consumed: int, packer: GreedyPacker, mb: MicroBatch) -> dict:
+        # A dict, so pin_memory pins the collated tensors in "data" and leaves the rest alone.
+        return {"stream": logical, "seq": seq, "consumed": consumed, "packer": packer.state_dict(), "mb": mb,
+                "data": self.collate_fn(mb) if self.collate_fn is not None else None}
+
+
+class WorkerRuntimeLoader:
+    """Loader with runtime='worker'. Same interface as ``DynamicBatchLoader``."""
+
+    def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
+                 config: LoaderConfig = LoaderConfig(runtime="worker"), *, collate_fn: Callable | None = None,
+                 tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source):
+        if config.runtime != "worker":
+            raise ConfigError("WorkerRuntimeLoader needs LoaderConfig(runtime='worker')")
+        if packer_config is None:
+            raise ConfigError("runtime='worker' packs inside the workers and needs a PackerConfig; for a plain "
+                              "loader use runtime='main' with packer_config=None")
+        if packer_config.warmup_steps:
+            raise ConfigError("batch-size warm-up (warmup_steps > 0) needs the global step, which a worker packing "
+                              "ahead of the trainer does not know; use runtime='main', or warmup_steps=0")
+        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise ConfigError(f"runtime='worker' reads a map-style dataset (__len__ and __getitem__) in each worker, "
+                              f"got {type(dataset).__name__}")
+        if config.fetch_batch_size != 1:
+            raise ConfigError("fetch_batch_size applies to runtime='main' only; a worker hands over micro-batches")
+        self.config = config.resolved()
+        self.dataset = dataset
+        self.num_samples = len(dataset)
+        if self.num_samples < self.config.dp_size:
+            raise ConfigError(f"dataset has {self.num_samples} samples, fewer than dp_size={self.config.dp_size}")
+        self.packer_config = packer_config
+        self.gate = resolve_gate("fixed" if gate is None else gate, budget=packer_config.budget)
+        self.num_streams = max(1, self.config.num_workers)
+        self.collate_fn, self.tokens_fn, self.source_fn = collate_fn, tokens_fn, source_fn
+        self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [epoch, generation]
+        self.epoch = 0
+        self.steps = 0
+        self._streams: dict[str, dict] = {}   # logical stream -> state of its last handed-out micro-batch
+        self._last_stream: int | None = None
+        self._plan: dict | None = None       # what a restored loader's workers resume from
+        self._started = self._finished = False
+        self._live = None
+        self._dl: StatefulDataLoader | None = None
+        self._generation = 0
+
+    # ---- epochs ------------------------------------------------------------------------------
+
+    def epoch_length(self) -> int:
+        n, d, r = self.num_samples, self.config.dp_size, self.config.dp_rank
+        return len(range(r, n, d))
+
+    def _done(self) -> bool:
+        if self._finished:
+            return True
+        if len(self._streams) != self.num_streams:
+            return False
+        return all(s["consumed"] == len(range(int(k), self.epoch_length(), self.num_streams)) and not s["packer"]["buffer"]["ids"]
+                   for k, s in self._streams.items())
+
+    def set_epoch(self, epoch: int) -> None:
+        check_int("epoch", epoch, minimum=0)
+        if epoch == self.epoch:
+            return
+        if self._started and not self._done():
+            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished: iterate the loader to the "
+                              "end of the epoch first; switching now would drop the samples still in the workers")
+        self._start_epoch(epoch)
+
+    def _start_epoch(self, epoch: int) -> None:
+        self.close()
+        self.epoch = epoch
+        self._streams, self._last_stream, self._plan = {}, None, None
+        self._started = self._finished = False
+
+    def close(self) -> None:
+        live = self._live() if self._live is not None else None
+        self._live = None
+        if live is not None:
+            live.close()
+        if not self.config.persistent_workers:
+            self._dl = None
+
+    # ---- iteration ---------------------------------------------------------------------------
+
+    def __iter__(self):
+        import weakref
+
+        from .loader import _StepIterator
+
+        live = self._live() if self._live is not None else None
+        if live is not None:
+            return live
+        if self._finished:
+            self._start_epoch(self.epoch + 1)
+        it = _StepIterator(self._run())
+        self._live = weakref.ref(it)
+        return it
+
+    def _inner(self) -> StatefulDataLoader:
+        if not self.config.persistent_workers or self._plan is not None:
+            self._dl = None  # a plan is baked into the dataset replica: fresh workers carry it
+        if self._dl is None:
+            c = self.config
+            stream = PackingStream(self.dataset, self.packer_config, self.gate, c, self.num_streams, self.control,
+                                   self._plan, self.collate_fn, self.tokens_fn, self.source_fn)
+            kw: dict[str, Any] = dict(batch_size=None, num_workers=c.num_workers,
+                                      persistent_workers=c.persistent_workers, in_order=c.in_order,
+                                      pin_memory=c.pin_memory, timeout=c.timeout_s, collate_fn=first_item,
+                                      snapshot_every_n_steps=0)
+            if c.num_workers:
+                kw.update(prefetch_factor=c.prefetch_factor, multiprocessing_context=c.start_method)
+            with _torchdata_quiet():
+                self._dl = StatefulDataLoader(stream, **kw)
+        return self._dl
+
+    def _run(self) -> Iterator[Step]:
+        mbps = self.packer_config.micro_batches_per_step
+        max_steps = self.config.max_steps
+        self._generation += 1
+        if self._plan is not None:
+            self._plan["generation"] = self._generation
+        self.control[0] = self.epoch
+        self.control[1] = self._generation
+        it = iter(self._inner())
+        self._plan = None
+        self._started = True
+        pending: list = []
+        datas: list = []
+        for item in it:
+            if max_steps is not None and self.steps >= max_steps and not pending:
+                return
+            key = str(item["stream"])
+            expected = self._streams[key]["seq"] + 1 if key in self._streams else 0
+            if item["seq"] != expected:
+                raise RuntimeError(f"worker stream {key} handed out micro-batch {item['seq']}, expected {expected}: "
+                                   "a micro-batch was lost between worker and trainer")
+            self._streams[key] = {"consumed": item["consumed"], "seq": item["seq"], "packer": item["packer"]}
+            self._last_stream = item["stream"]
+            pending.append(item["mb"])
+            datas.append(item["data"])
+            if len(pending) == mbps:
+                yield from self._emit(pending, datas, partial=False)
+                pending, datas = [], []
+        if pending:
+            yield from self._emit(pending, datas, partial=True)
+        self._finished = True
+
+    def _emit(self, mbs: list, datas: list, partial: bool) -> Iterator[Step]:
+        step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if self.collate_fn is not None else None, partial)
+        self.steps += 1
+        yield step
+
+    # ---- checkpointing -----------------------------------------------------------------------
+
+    def _fingerprint(self) -> dict[str, Any]:
+        c = self.config
+        return {"runtime": "worker", "num_samples": self.num_samples, "seed": c.seed, "shuffle": c.shuffle,
+                "dp_size": c.dp_size, "dp_rank": c.dp_rank, "streams": self.num_streams,
+                "packer": self.packer_config.to_dict(), "gate": self.gate.spec()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "fingerprint": self._fingerprint(), "epoch": self.epoch,
+                "started": self._started, "finished": self._finished, "steps": self.steps,
+                "streams": copy.deepcopy(self._streams), "last_stream": self._last_stream}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_loader_state(state, self._fingerprint())
+        self.close()
+        self._dl = None
+        self.epoch, self.steps = state["epoch"], state["steps"]
+        self._started, self._finished = state["started"], state["finished"]
+        self._streams = copy.deepcopy(state["streams"])
+        self._last_stream = state["last_stream"]
+        last = self._last_stream
+        self._plan = {"generation": None, "streams": copy.deepcopy(self._streams),
+                      "rr_offset": 0 if last is None else (last + 1) % self.num_streams}

@@ -1,0 +1,207 @@
+"""Properties of a whole loader: resume, exactly-once, epochs under persistent workers, DP shards.
+
+A *loader target* is a callable ``make(scenario) -> loader`` whose loader has
+``set_epoch(e)``, ``state_dict()``, ``load_state_dict(state)``, ``close()`` and
+iterates steps; ``ids_of(step)`` turns a step into the sample ids it delivers,
+grouped per micro-batch. ``run_schedule`` drives it through epochs with
+checkpoint-and-restore-into-a-fresh-loader at chosen steps (step 0 and epoch
+boundaries included) and records the transcript the checks compare.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable
+
+from dynbsz.workload import SourceSpec, Workload
+
+from .packer_props import PropertyViolation
+
+
+@dataclass(frozen=True)
+class LoaderScenario:
+    """Everything a loader target needs to build one loader, plus the checkpoint schedule."""
+
+    num_samples: int = 40
+    data_seed: int = 0
+    shuffle_seed: int = 0
+    num_workers: int = 0
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    in_order: bool = True
+    runtime: str = "main"
+    fetch_batch_size: int = 1
+    budget: int = 512
+    buffer_size: int = 4
+    micro_batches_per_step: int = 1
+    warmup_steps: int = 0
+    epochs: int = 2
+    dp_rank: int = 0
+    dp_size: int = 1
+    #: global step counts after which to checkpoint and restore into a fresh loader (0: before the first)
+    checkpoints: tuple[int, ...] = ()
+    #: text samples cost ``fast_s``, video ``slow_s`` (real sleeps in the dataset)
+    fast_s: float = 0.0005
+    slow_s: float = 0.004
+    video_share: float = 0.2
+
+    def workload(self) -> Workload:
+        return Workload((SourceSpec("text", 1 - self.video_share, median_tokens=self.budget / 6, sigma=0.6,
+                                    cost_base_s=self.fast_s),
+                         SourceSpec("video", self.video_share, median_tokens=self.budget / 2, sigma=0.4,
+                                    cost_base_s=self.slow_s)))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Transcript:
+    """What the consumer saw: per step (epoch, [ids per micro-batch])."""
+
+    steps: list[tuple[int, tuple[tuple, ...]]]
+
+    def epoch_ids(self, epoch: int) -> list:
+        return [sid for e, mbs in self.steps if e == epoch for mb in mbs for sid in mb]
+
+    def epoch_steps(self, epoch: int) -> list:
+        return [mbs for e, mbs in self.steps if e == epoch]
+
+
+LoaderFactory = Callable[[LoaderScenario], Any]
+
+
+def default_ids_of(step: Any) -> tuple[tuple, ...]:
+    return tuple(tuple(mb.ids) for mb in step.micro_batches)
+
+
+def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of) -> Transcript:
+    """Iterate ``scenario.epochs`` epochs; after each step count in ``scenario.checkpoints`` save the
+    state, close the loader, build a fresh one, restore, and carry on.
+
+    The state travels through JSON, as a checkpoint file would, unless the target says its state
+    holds tensors (``make.state_codec = "pickle"``, as torchdata's does).
+    """
+    codec = getattr(make, "state_codec", "json")
+    points = Counter(scenario.checkpoints)
+    loader = make(scenario)
+    steps: list = []
+    n = 0
+
+    def restore(loader):
+        state = loader.state_dict()
+        state = json.loads(json.dumps(state)) if codec == "json" else pickle.loads(pickle.dumps(state))
+        loader.close()
+        fresh = make(scenario)
+        fresh.load_state_dict(state)
+        return fresh
+
+    try:
+        for _ in range(points.pop(0, 0)):
+            loader = restore(loader)
+        for epoch in range(scenario.epochs):
+            loader.set_epoch(epoch)
+            it = iter(loader)
+            while True:
+                try:
+                    step = next(it)
+                except StopIteration:
+                    break
+                steps.append((epoch, ids_of(step)))
+                n += 1
+                for _ in range(points.get(n, 0)):
+                    loader = restore(loader)
+                    loader.set_epoch(epoch)
+                    it = iter(loader)
+    finally:
+        loader.close()
+    return Transcript(steps)
+
+
+def expected_epoch_ids(scenario: LoaderScenario) -> set | None:
+    """The ids a single rank must see each epoch (sample id = dataset index). With DP the shard
+    depends on the target's epoch order; check_dp_shards covers that case."""
+    return set(range(scenario.num_samples)) if scenario.dp_size == 1 else None
+
+
+# ---- properties ------------------------------------------------------------------------------
+
+def check_exactly_once(make: LoaderFactory, scenario: LoaderScenario, *, expected: set | None = None,
+                       ids_of=default_ids_of) -> Transcript:
+    """Every epoch delivers each of the rank's samples exactly once, whatever the checkpoints."""
+    t = run_schedule(make, scenario, ids_of=ids_of)
+    for epoch in range(scenario.epochs):
+        ids = t.epoch_ids(epoch)
+        counts = Counter(ids)
+        dup = sorted(k for k, c in counts.items() if c > 1)
+        if dup:
+            raise PropertyViolation(f"exactly-once: epoch {epoch} delivered {dup[:10]} more than once "
+                                    f"(checkpoints after steps {list(scenario.checkpoints)})")
+        if expected is not None and set(ids) != expected:
+            lost = sorted(expected - set(ids))
+            extra = sorted(set(ids) - expected)
+            raise PropertyViolation(f"exactly-once: epoch {epoch} lost {lost[:10]}{' and delivered foreign ' + str(extra[:10]) if extra else ''} "
+                                    f"(checkpoints after steps {list(scenario.checkpoints)})")
+    return t
+
+
+def epoch_boundaries(t: Transcript) -> list[int]:
+    """Step counts at which an epoch had just ended (a checkpoint there is 'exactly at a boundary')."""
+    out, n = [], 0
+    for e in sorted({e for e, _ in t.steps}):
+        n += len(t.epoch_steps(e))
+        out.append(n)
+    return out
+
+
+def check_exact_resume(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
+                       at_boundaries: bool = True) -> None:
+    """Restoring at any steps (and, by default, exactly at every epoch boundary) reproduces the
+    uninterrupted stream sample for sample."""
+    plain = run_schedule(make, replace(scenario, checkpoints=()), ids_of=ids_of)
+    if at_boundaries:
+        scenario = replace(scenario, checkpoints=tuple(sorted(scenario.checkpoints + tuple(epoch_boundaries(plain)))))
+    resumed = run_schedule(make, scenario, ids_of=ids_of)
+    for k, (a, b) in enumerate(zip(plain.steps, resumed.steps)):
+        if a != b:
+            raise PropertyViolation(f"resume: step {k} differs after checkpoints at {list(scenario.checkpoints)}: "
+                                    f"uninterrupted {a} vs resumed {b}")
+    if len(plain.steps) != len(resumed.steps):
+        raise PropertyViolation(f"resume: {len(plain.steps)} steps uninterrupted vs {len(resumed.steps)} resumed "
+                                f"(checkpoints at {list(scenario.checkpoints)})")
+
+
+def check_epoch_reshuffle(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of) -> None:
+    """Epoch e's order is the same with persistent and non-persistent workers, and epochs differ."""
+    if scenario.epochs < 2:
+        raise ValueError("the epoch property needs epochs >= 2")
+    persistent = run_schedule(make, replace(scenario, persistent_workers=True, checkpoints=()), ids_of=ids_of)
+    fresh = run_schedule(make, replace(scenario, persistent_workers=False, checkpoints=()), ids_of=ids_of)
+    for epoch in range(scenario.epochs):
+        if persistent.epoch_ids(epoch) != fresh.epoch_ids(epoch):
+            raise PropertyViolation(f"epochs: epoch {epoch} differs between persistent and non-persistent workers: "
+                                    f"{persistent.epoch_ids(epoch)[:12]} vs {fresh.epoch_ids(epoch)[:12]}")
+    orders = [tuple(persistent.epoch_ids(e)) for e in range(scenario.epochs)]
+    for e in range(1, scenario.epochs):
+        if orders[e] == orders[e - 1]:
+            raise PropertyViolation(f"epochs: epoch {e} replays epoch {e - 1}'s order {list(orders[e])[:12]} "
+                                    "(set_epoch did not reach the workers?)")
+
+
+def check_dp_shards(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of) -> None:
+    """DP ranks read disjoint shards whose union is the dataset, every epoch."""
+    per_rank = [run_schedule(make, replace(scenario, dp_rank=r, checkpoints=()), ids_of=ids_of)
+                for r in range(scenario.dp_size)]
+    for epoch in range(scenario.epochs):
+        seen: dict = {}
+        for r, t in enumerate(per_rank):
+            for sid in t.epoch_ids(epoch):
+                if sid in seen:
+                    raise PropertyViolation(f"DP shards: sample {sid} read by ranks {seen[sid]} and {r} in epoch {epoch}")
+                seen[sid] = r
+        missing = sorted(set(range(scenario.num_samples)) - set(seen))
+        if missing:
+            raise PropertyViolation(f"DP shards: epoch {epoch} no rank read {missing[:10]}")

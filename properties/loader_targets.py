@@ -1,0 +1,165 @@
+"""Loader targets for the loader properties: dynbsz's loader, a plain torchdata loader as most
+projects use it, and deliberately broken variants that the properties must catch."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from dynbsz.config import PackerConfig
+from dynbsz.datasets import TraceMapDataset
+from dynbsz.gates import FixedGate
+from dynbsz.loader import DynamicBatchLoader, build_loader
+from dynbsz.loader_config import LoaderConfig
+from dynbsz.order import epoch_order
+from dynbsz.workload import Trace
+
+from .loader_props import LoaderScenario
+
+
+@functools.lru_cache(maxsize=64)
+def _trace(scenario_key: tuple) -> Trace:
+    num_samples, data_seed, workload = scenario_key
+    return workload.sample(num_samples, data_seed)
+
+
+def trace_of(sc: LoaderScenario) -> Trace:
+    return _trace((sc.num_samples, sc.data_seed, sc.workload()))
+
+
+def loader_config(sc: LoaderScenario, **over: Any) -> LoaderConfig:
+    kw = dict(num_workers=sc.num_workers, prefetch_factor=sc.prefetch_factor if sc.num_workers else None,
+              persistent_workers=sc.persistent_workers and sc.num_workers > 0, in_order=sc.in_order,
+              seed=sc.shuffle_seed, dp_rank=sc.dp_rank, dp_size=sc.dp_size, runtime=sc.runtime,
+              fetch_batch_size=sc.fetch_batch_size if sc.runtime == "main" else 1)
+    kw.update(over)
+    return LoaderConfig(**kw)
+
+
+def packer_config(sc: LoaderScenario) -> PackerConfig:
+    return PackerConfig(budget=sc.budget, micro_batches_per_step=sc.micro_batches_per_step,
+                        warmup_steps=sc.warmup_steps, warmup_init_tokens=max(1, sc.budget // 4))
+
+
+def dynbsz_loader(sc: LoaderScenario):
+    """dynbsz's production loader on the scenario's synthetic dataset (real sleeps)."""
+    packer = packer_config(sc)
+    return build_loader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size), loader_config(sc))
+
+
+# ---- a plain StatefulDataLoader, as most projects use it ------------------------------------
+
+class _PlainStep:
+    __slots__ = ("micro_batches",)
+
+    def __init__(self, ids):
+        self.micro_batches = (_Ids(tuple(ids)),)
+
+
+class _Ids:
+    __slots__ = ("ids",)
+
+    def __init__(self, ids):
+        self.ids = ids
+
+
+def ids_collate(batch: list) -> list:
+    return [s["id"] for s in batch]
+
+
+class PlainTorchdataLoader:
+    """``StatefulDataLoader(dataset, shuffle=True, generator=...)`` with its own state_dict; set_epoch
+    is what such projects usually forget, so it does nothing. One fetched batch per step."""
+
+    def __init__(self, sc: LoaderScenario):
+        self.sc = sc
+        kw: dict[str, Any] = dict(batch_size=sc.fetch_batch_size, shuffle=True,
+                                  generator=torch.Generator().manual_seed(sc.shuffle_seed),
+                                  num_workers=sc.num_workers, in_order=sc.in_order, collate_fn=ids_collate,
+                                  persistent_workers=sc.persistent_workers and sc.num_workers > 0)
+        if sc.num_workers:
+            kw["prefetch_factor"] = sc.prefetch_factor or 2
+        self.dl = StatefulDataLoader(TraceMapDataset(trace_of(sc)), **kw)
+        self._it = None
+
+    def set_epoch(self, epoch: int) -> None:
+        pass
+
+    def __iter__(self):
+        return (_PlainStep(ids) for ids in self.dl)
+
+    def state_dict(self):
+        return self.dl.state_dict()
+
+    def load_state_dict(self, state):
+        self.dl.load_state_dict(state)
+
+    def close(self) -> None:
+        self.dl = None
+
+
+def torchdata_loader(sc: LoaderScenario) -> PlainTorchdataLoader:
+    return PlainTorchdataLoader(sc)
+
+
+torchdata_loader.state_codec = "pickle"  # its state holds the sampler's generator tensor
+
+
+# ---- broken variants -----------------------------------------------------------------------
+
+class StaleEpochIterable(IterableDataset):
+    """An IterableDataset that shuffles by ``self.epoch``, which ``set_epoch`` sets in the main
+    process: the replica in a persistent worker keeps the epoch it was built with."""
+
+    def __init__(self, trace: Trace, seed: int):
+        self.trace, self.seed, self.epoch = trace, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        order = epoch_order(len(self.trace), self.seed, self.epoch)[wid::nw]
+        return iter([{"id": int(self.trace.ids[i])} for i in order])
+
+
+class StaleEpochLoader(PlainTorchdataLoader):
+    def __init__(self, sc: LoaderScenario):
+        self.sc = sc
+        self.ds = StaleEpochIterable(trace_of(sc), sc.shuffle_seed)
+        kw: dict[str, Any] = dict(batch_size=sc.fetch_batch_size, num_workers=sc.num_workers, collate_fn=ids_collate,
+                                  persistent_workers=sc.persistent_workers and sc.num_workers > 0)
+        if sc.num_workers:
+            kw["prefetch_factor"] = sc.prefetch_factor or 2
+        self.dl = StatefulDataLoader(self.ds, **kw)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.ds.set_epoch(epoch)
+
+
+def stale_epoch_loader(sc: LoaderScenario) -> StaleEpochLoader:
+    return StaleEpochLoader(sc)
+
+
+stale_epoch_loader.state_codec = "pickle"
+
+
+class CountResumeLoader(DynamicBatchLoader):
+    """Checkpoints how many samples were delivered instead of which: a resume skips that many
+    positions from the start of the epoch, as a count-based fast-forward does."""
+
+    def state_dict(self):
+        state = super().state_dict()
+        state["ledger"] = {"watermark": self._ledger.count(), "ahead": []}
+        return state
+
+
+def count_resume_loader(sc: LoaderScenario):
+    packer = packer_config(sc)
+    return CountResumeLoader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size),
+                             loader_config(sc, runtime="main"))

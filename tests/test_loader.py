@@ -1,0 +1,221 @@
+"""The loader, by example: knobs and their errors, faults, checkpoint mismatches, spawn, warm-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import warnings
+
+import pytest
+
+from dynbsz import ConfigError, FixedGate, PackerConfig, SourceSpec, StateMismatchError, Workload
+from dynbsz.datasets import TraceMapDataset
+from dynbsz.errors import SampleFetchError
+from dynbsz.loader import build_loader
+from dynbsz.loader_config import IN_ORDER_FALSE_COST, LoaderConfig, LoaderWarning
+
+TRACE = Workload((SourceSpec("text", 0.8, 40, cost_base_s=0.0005), SourceSpec("video", 0.2, 150, cost_base_s=0.002))
+                 ).sample(30, 7)
+PACK = PackerConfig(budget=256)
+
+
+def loader(config=LoaderConfig(), dataset=None, packer=PACK, **kw):
+    return build_loader(dataset if dataset is not None else TraceMapDataset(TRACE), packer, FixedGate(3), config, **kw)
+
+
+def epoch_ids(ld, epoch=0):
+    ld.set_epoch(epoch)
+    try:
+        return [sid for step in ld for sid in step.sample_ids]
+    finally:
+        ld.close()
+
+
+@pytest.mark.parametrize("kwargs, setting", [
+    ({"num_workers": -1}, "num_workers"),
+    ({"prefetch_factor": 2}, "prefetch_factor"),
+    ({"num_workers": 2, "prefetch_factor": 0}, "prefetch_factor"),
+    ({"dp_size": 0}, "dp_size"),
+    ({"dp_size": 2, "dp_rank": 2}, "dp_rank"),
+    ({"runtime": "gpu"}, "runtime"),
+    ({"fetch_batch_size": 0}, "fetch_batch_size"),
+    ({"max_steps": 0}, "max_steps"),
+    ({"timeout_s": -1}, "timeout_s"),
+    ({"start_method": "threads"}, "start_method"),
+    ({"in_order": "yes"}, "in_order"),
+    ({"seed": -1}, "seed"),
+])
+def test_knob_errors_name_the_setting(kwargs, setting):
+    with pytest.raises(ConfigError, match=setting):
+        LoaderConfig(**kwargs)
+
+
+def test_persistent_without_workers_is_downgraded_with_a_warning():
+    with pytest.warns(LoaderWarning, match="persistent_workers=True has no effect with num_workers=0"):
+        ld = loader(LoaderConfig(persistent_workers=True))
+    assert ld.config.persistent_workers is False
+    assert sorted(epoch_ids(ld)) == list(range(30))
+
+
+def test_in_order_false_warns_once_with_what_it_costs(caplog):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ld = loader(LoaderConfig(num_workers=2, in_order=False))
+        ids = epoch_ids(ld)
+        ld.state_dict()
+    ours = [w for w in seen if issubclass(w.category, LoaderWarning)]
+    assert len(ours) == 1 and str(ours[0].message) == IN_ORDER_FALSE_COST
+    for needle in ("reproducibility", "skew", "resume"):
+        assert needle in IN_ORDER_FALSE_COST
+    # torchdata's own caveat is folded into ours rather than logged again.
+    assert not [r for r in caplog.records if "in_order=False" in r.getMessage()]
+    assert sorted(ids) == list(range(30))
+
+
+def test_worker_runtime_refusals():
+    with pytest.raises(ConfigError, match="warmup_steps"):
+        loader(LoaderConfig(runtime="worker"), packer=PackerConfig(budget=256, warmup_steps=3, warmup_init_tokens=8))
+    with pytest.raises(ConfigError, match="needs a PackerConfig"):
+        loader(LoaderConfig(runtime="worker"), packer=None)
+    with pytest.raises(ConfigError, match="map-style"):
+        loader(LoaderConfig(runtime="worker"), dataset=iter(range(3)))
+    with pytest.raises(ConfigError, match="fetch_batch_size"):
+        loader(LoaderConfig(runtime="worker", fetch_batch_size=2))
+
+
+def test_dataset_smaller_than_dp_is_refused():
+    with pytest.raises(ConfigError, match="dp_size"):
+        loader(LoaderConfig(dp_size=64, dp_rank=0))
+
+
+class Flaky(TraceMapDataset):
+    def __init__(self, trace, bad):
+        super().__init__(trace)
+        self.bad = bad
+
+    def __getitem__(self, index):
+        if index == self.bad:
+            raise ValueError("corrupt record")
+        return super().__getitem__(index)
+
+
+@pytest.mark.parametrize("runtime", ["main", "worker"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_failing_sample_surfaces_the_original_error_with_its_id(runtime, workers):
+    ld = loader(LoaderConfig(num_workers=workers, runtime=runtime), dataset=Flaky(TRACE, bad=11))
+    with pytest.raises(SampleFetchError, match=r"sample 11 .*ValueError: corrupt record"):
+        epoch_ids(ld)
+
+
+class Killer(TraceMapDataset):
+    """Kills its worker process the first time it reads ``victim`` (a marker file makes it once)."""
+
+    def __init__(self, trace, victim, marker):
+        super().__init__(trace)
+        self.victim, self.marker = victim, marker
+
+    def __getitem__(self, index):
+        if index == self.victim and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(index)
+
+
+@pytest.mark.parametrize("runtime, in_order", [("main", True), ("main", False), ("worker", True), ("worker", False)])
+def test_killed_worker_fails_loudly_and_resume_loses_nothing(tmp_path, runtime, in_order):
+    config = LoaderConfig(num_workers=2, runtime=runtime, in_order=in_order, timeout_s=20)
+    ld = loader(config, dataset=Killer(TRACE, victim=int(TRACE.ids[20]), marker=str(tmp_path / "killed")))
+    ld.set_epoch(0)
+    seen, checkpoint = [], None
+    with pytest.raises(RuntimeError, match="(?i)worker"):
+        for step in ld:
+            seen.extend(step.sample_ids)
+            checkpoint = json.loads(json.dumps(ld.state_dict()))
+    ld.close()
+    assert checkpoint is not None
+    delivered = len(seen)
+    fresh = loader(config, dataset=Killer(TRACE, victim=-1, marker=str(tmp_path / "unused")))
+    fresh.load_state_dict(checkpoint)
+    rest = epoch_ids(fresh)
+    # The checkpoint covers everything up to the last step handed out; nothing after it is lost
+    # and nothing before it comes again.
+    everything = seen[:delivered] + rest
+    assert sorted(everything) == list(range(30))
+
+
+@pytest.mark.parametrize("change, setting", [
+    (dict(dataset=TraceMapDataset(TRACE.subset(slice(0, 20)))), "num_samples"),
+    (dict(config=LoaderConfig(seed=5)), "seed"),
+    (dict(config=LoaderConfig(dp_size=2)), "dp_size"),
+    (dict(config=LoaderConfig(runtime="worker")), "runtime"),
+    (dict(packer=PackerConfig(budget=512)), "budget"),
+])
+def test_checkpoint_from_other_settings_is_refused(change, setting):
+    ld = loader()
+    ld.set_epoch(0)
+    next(iter(ld))
+    state = json.loads(json.dumps(ld.state_dict()))
+    ld.close()
+    other = loader(**change)
+    with pytest.raises(StateMismatchError, match=setting):
+        other.load_state_dict(state)
+
+
+def test_max_steps_carries_over_a_resume():
+    config = LoaderConfig(max_steps=5)
+    ld = loader(config)
+    ld.set_epoch(0)
+    it = iter(ld)
+    first = [next(it).index for _ in range(2)]
+    state = json.loads(json.dumps(ld.state_dict()))
+    ld.close()
+    again = loader(config)
+    again.load_state_dict(state)
+    again.set_epoch(0)
+    rest = [s.index for s in again]
+    assert first + rest == [0, 1, 2, 3, 4]  # no extra and no missing step
+
+
+def test_set_epoch_mid_epoch_is_refused_and_nothing_is_lost():
+    ld = loader()
+    ld.set_epoch(0)
+    it = iter(ld)
+    next(it)
+    with pytest.raises(ConfigError, match="unfinished"):
+        ld.set_epoch(1)
+    ld.close()
+
+
+def test_iterating_again_after_an_epoch_starts_the_next_one():
+    ld = loader()
+    e0 = [sid for s in ld for sid in s.sample_ids]
+    e1 = [sid for s in ld for sid in s.sample_ids]
+    ld.close()
+    assert ld.epoch == 1 and sorted(e0) == sorted(e1) == list(range(30)) and e0 != e1
+
+
+def test_spawn_start_method_gives_the_same_epochs():
+    fork = loader(LoaderConfig(num_workers=1, persistent_workers=True, start_method="fork"))
+    spawn = loader(LoaderConfig(num_workers=1, persistent_workers=True, start_method="spawn"), packer=PACK)
+    for e in range(2):
+        assert epoch_ids(fork, e) == epoch_ids(spawn, e)
+
+
+def test_worker_runtime_spawn_reads_the_epoch_from_shared_memory():
+    fork = loader(LoaderConfig(num_workers=1, persistent_workers=True, runtime="worker"))
+    spawn = loader(LoaderConfig(num_workers=1, persistent_workers=True, runtime="worker", start_method="spawn"))
+    orders = []
+    for e in range(2):
+        a, b = epoch_ids(fork, e), epoch_ids(spawn, e)
+        assert a == b
+        orders.append(a)
+    assert orders[0] != orders[1]
+
+
+def test_plain_mode_collate_and_pin_memory():
+    ld = build_loader(TraceMapDataset(TRACE), None, None, LoaderConfig(fetch_batch_size=4, pin_memory=True),
+                      collate_fn=lambda mb: sum(mb.tokens))
+    steps = list(ld)
+    assert [len(s.micro_batches[0]) for s in steps] == [4] * 7 + [2]
+    assert all(s.data == (sum(s.micro_batches[0].tokens),) for s in steps)
