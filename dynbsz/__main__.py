@@ -16,7 +16,28 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--samples", type=int, default=50_000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--repeat", type=int, default=3, help="best of this many runs per row")
+    bl = sub.add_parser("bench-loader", help="loader throughput on uneven decode costs (fast text, slow video)")
+    bl.add_argument("--json", action="store_true")
+    bl.add_argument("--samples", type=int, default=400)
+    bl.add_argument("--workers", type=int, default=4)
+    bl.add_argument("--prefetch-factor", type=int, default=2)
+    bl.add_argument("--seed", type=int, default=0)
+    bl.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+
+    if args.command == "bench-loader":
+        from . import bench_loader
+
+        if args.samples < 1 or args.workers < 1 or args.prefetch_factor < 1 or args.repeat < 1:
+            parser.error("--samples, --workers, --prefetch-factor and --repeat must be >= 1")
+        rows = bench_loader.run(args.samples, args.workers, args.prefetch_factor, args.seed, args.repeat)
+        if args.json:
+            json.dump({"benchmark": "loader", "workers": args.workers, "rows": bench_loader.rows_to_json(rows)},
+                      sys.stdout, indent=2)
+            print()
+        else:
+            print(bench_loader.format_table(rows))
+        return 0
 
     if args.command == "bench":
         from . import bench

@@ -1,0 +1,34 @@
+"""The benchmark commands run end to end and report what they claim (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_loader_json_reports_every_mode():
+    out = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--json", "--samples", "40", "--workers", "2",
+                          "--repeat", "1"], capture_output=True, text=True, check=True, timeout=300)
+    report = json.loads(out.stdout)
+    modes = [r["mode"] for r in report["rows"]]
+    assert modes == ["torchdata in_order=True", "torchdata in_order=False", "dynbsz in_order=True",
+                     "dynbsz exactly-once in_order=False"]
+    for r in report["rows"]:
+        assert r["exactly_once"] is True
+        assert r["samples"] == 40 and r["seconds"] > 0
+        # Sleeping samples cannot be delivered faster than the physical limit allows.
+        assert 0 < r["fraction_of_limit"] <= 1.0
+
+
+def test_bench_packer_json_without_veomni():
+    out = subprocess.run([sys.executable, "-m", "dynbsz", "bench", "--json", "--samples", "2000", "--repeat", "1"],
+                         capture_output=True, text=True, check=True, timeout=300)
+    rows = json.loads(out.stdout)["rows"]
+    assert len(rows) == 6 and all(r["veomni_s"] is None and r["micro_batches"] > 0 for r in rows)
+
+
+def test_bench_rejects_bad_arguments():
+    out = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--workers", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "--workers" in out.stderr
