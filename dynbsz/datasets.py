@@ -8,11 +8,12 @@ processes overlap the way real decoders blocked on I/O or a C library do, and
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from .order import epoch_order
 from .workload import Trace
 
 
@@ -48,3 +49,38 @@ class TraceMapDataset(Dataset):
         if cost > 0:
             time.sleep(cost)
         return make_sample(self.trace, index, tensor=self.tensor)
+
+
+class TraceIterableDataset(IterableDataset):
+    """Iterable over a trace: worker w of n yields positions w, w+n, ... of the epoch's order.
+
+    The epoch lives in a one-element shared-memory tensor, so ``set_epoch`` in the main process
+    reaches persistent workers (their replica shares the storage, under fork and spawn alike) and
+    the order of epoch e is the same with persistent and non-persistent workers. Reading
+    ``self.epoch`` as a plain attribute instead is the classic bug: a persistent worker's replica
+    keeps the value it was started with and replays epoch 0 forever.
+    """
+
+    def __init__(self, trace: Trace, *, seed: int = 0, shuffle: bool = True, time_scale: float = 1.0,
+                 tensor: bool = False):
+        if time_scale < 0:
+            raise ValueError(f"time_scale must be >= 0, got {time_scale}")
+        self.trace, self.seed, self.shuffle, self.time_scale, self.tensor = trace, seed, shuffle, time_scale, tensor
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch[0] = epoch
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        order = epoch_order(len(self.trace), self.seed, self.epoch, self.shuffle)[wid::nw]
+        for index in order.tolist():
+            cost = float(self.trace.cost_s[index]) * self.time_scale
+            if cost > 0:
+                time.sleep(cost)
+            yield make_sample(self.trace, index, tensor=self.tensor)

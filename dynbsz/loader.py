@@ -285,9 +285,9 @@ class DynamicBatchLoader:
         return self._dl
 
     def _take_refetch(self) -> list:
-        refetch, self._refetch = self._refetch, []
-        self._pending_refetch = set(refetch)
-        return refetch
+        # Not cleared here: torch builds the batch-sampler iterator twice per loader iterator
+        # (__init__ and _reset) and keeps the second. Entries leave the list when they arrive.
+        return list(self._refetch)
 
     def _num_key_batches(self) -> int:
         size = self.config.fetch_batch_size
@@ -299,7 +299,7 @@ class DynamicBatchLoader:
         max_steps = self.config.max_steps
         mbps = packer.config.micro_batches_per_step if packer is not None else 1
         fetch_first = self._after_yield
-        self._pending_refetch = set()
+        self._pending_refetch = set(self._refetch)
         it = iter(self._inner())
         self._started = True
         pending: list[MicroBatch] = []
@@ -346,6 +346,7 @@ class DynamicBatchLoader:
             if refetch:
                 packer.attach_payload(index, sample)
                 self._pending_refetch.discard(index)
+                self._refetch.remove(index)
                 continue
             fresh = True
             ledger.mark(position)

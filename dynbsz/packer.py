@@ -245,9 +245,9 @@ class GreedyPacker:
             while taken[j] == j:  # taken is ascending and not contiguous, so this stops before k
                 j += 1
             lo += j
-        tokarr = self._tok
-        while lo < hi and tokarr[lo] == DEAD:  # slots taken by earlier cuts
-            lo += 1
+        if lo < hi and self._tok[lo] == DEAD:  # slots taken by earlier cuts sit behind the head
+            live = (self._tok[lo:hi] != DEAD).nonzero()[0]
+            lo = lo + int(live[0]) if live.shape[0] else hi
         self._lo = lo
         pop = self._extra.pop
         sources, payloads = zip(*[pop(i) for i in ids])

@@ -201,6 +201,10 @@ class WorkerRuntimeLoader:
             return live
         if self._finished:
             self._start_epoch(self.epoch + 1)
+        elif self._started and self._plan is None:
+            # The previous iterator was dropped mid-epoch: its workers' unhanded output is gone,
+            # so the streams restart from what was handed out, exactly as after a restore.
+            self._plan = self._plan_from_progress()
         it = _StepIterator(self._run())
         self._live = weakref.ref(it)
         return it
@@ -280,6 +284,11 @@ class WorkerRuntimeLoader:
         self._started, self._finished = state["started"], state["finished"]
         self._streams = copy.deepcopy(state["streams"])
         self._last_stream = state["last_stream"]
+        self._plan = self._plan_from_progress()
+
+    def _plan_from_progress(self) -> dict:
+        """Where each worker stream resumes: after its last handed-out micro-batch, with the round
+        robin rotated to start at the stream after the last one handed out."""
         last = self._last_stream
-        self._plan = {"generation": None, "streams": copy.deepcopy(self._streams),
-                      "rr_offset": 0 if last is None else (last + 1) % self.num_streams}
+        return {"generation": None, "streams": copy.deepcopy(self._streams),
+                "rr_offset": 0 if last is None else (last + 1) % self.num_streams}

@@ -75,6 +75,17 @@ LoaderFactory = Callable[[LoaderScenario], Any]
 
 
 def default_ids_of(step: Any) -> tuple[tuple, ...]:
+    """Sample ids per micro-batch; where micro-batches carry payloads, each must be its own sample
+    (a restore that forgets to re-read buffered payloads delivers ids with nothing behind them)."""
+    for mb in step.micro_batches:
+        payloads = getattr(mb, "payloads", None)
+        if payloads is None:
+            continue
+        for sid, payload in zip(mb.ids, payloads):
+            if not (isinstance(payload, dict) and payload.get("id") == sid):
+                raise PropertyViolation(f"payload: sample {sid!r} was delivered with payload "
+                                        f"{type(payload).__name__ if not isinstance(payload, dict) else payload.get('id')!r}"
+                                        " instead of its own data")
     return tuple(tuple(mb.ids) for mb in step.micro_batches)
 
 

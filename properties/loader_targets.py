@@ -146,6 +146,28 @@ def stale_epoch_loader(sc: LoaderScenario) -> StaleEpochLoader:
     return StaleEpochLoader(sc)
 
 
+class SharedEpochLoader(StaleEpochLoader):
+    """The same plain loader over dynbsz.datasets.TraceIterableDataset, whose epoch is in shared memory."""
+
+    def __init__(self, sc: LoaderScenario):
+        from dynbsz.datasets import TraceIterableDataset
+
+        self.sc = sc
+        self.ds = TraceIterableDataset(trace_of(sc), seed=sc.shuffle_seed)
+        kw: dict[str, Any] = dict(batch_size=sc.fetch_batch_size, num_workers=sc.num_workers, collate_fn=ids_collate,
+                                  persistent_workers=sc.persistent_workers and sc.num_workers > 0)
+        if sc.num_workers:
+            kw["prefetch_factor"] = sc.prefetch_factor or 2
+        self.dl = StatefulDataLoader(self.ds, **kw)
+
+
+def shared_epoch_loader(sc: LoaderScenario) -> SharedEpochLoader:
+    return SharedEpochLoader(sc)
+
+
+shared_epoch_loader.state_codec = "pickle"
+
+
 stale_epoch_loader.state_codec = "pickle"
 
 

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from properties import loader_props as L
-from properties.loader_targets import count_resume_loader, dynbsz_loader, stale_epoch_loader, torchdata_loader
+from properties.loader_targets import (count_resume_loader, dynbsz_loader, shared_epoch_loader, stale_epoch_loader,
+                                       torchdata_loader)
 from properties.packer_props import PropertyViolation
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -46,6 +47,7 @@ def test_exact_resume_in_order(sc):
 
 
 def ids_and_budgets(step):
+    L.default_ids_of(step)  # payload integrity
     return (step.index,) + tuple((tuple(mb.ids), mb.budget) for mb in step.micro_batches)
 
 
@@ -101,6 +103,11 @@ def test_epoch_property_fails_when_the_epoch_is_read_at_construction():
     sc = L.LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
     with pytest.raises(PropertyViolation, match="epoch"):
         L.check_epoch_reshuffle(stale_epoch_loader, sc)
+
+
+def test_epoch_property_holds_for_an_iterable_with_its_epoch_in_shared_memory():
+    sc = L.LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
+    L.check_epoch_reshuffle(shared_epoch_loader, sc)
 
 
 def test_epoch_property_fails_on_plain_statefuldataloader():
