@@ -1,0 +1,81 @@
+"""What the loader must deliver in epoch 0, computed offline with dynbsz's real packer and gate.
+
+Nothing here decides which samples are packed: the epoch order is ``dynbsz.order.rank_order``
+and every cut is ``GreedyPacker.put/ready/cut/drain``, called as the loader calls them.
+
+* runtime='main' packs the rank's epoch order in one packer, one sample per fetch, cutting at
+  most one micro-batch per fetch (``plan_main``).
+* runtime='worker' gives logical stream k the positions k, k+n, ... and packs each stream in
+  its own packer (``plan_streams``); each item's decode cost is the cost of the samples its
+  worker had to read to cut it (drained items cost nothing more).
+
+The job uses the plans to refuse a run longer than one epoch (the simulator comparison covers
+epoch 0), and ``predict`` turns the worker plan into the iterable dataset the simulator models.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynbsz import GreedyPacker, PackerConfig
+from dynbsz.errors import ConfigError
+from dynbsz.order import rank_order
+
+from .config import JobConfig
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    ids: tuple[int, ...]
+    tokens: int
+    cost_s: float        # decode seconds its producer spent on samples read for it
+
+
+def epoch_order(cfg: JobConfig, epoch: int = 0) -> np.ndarray:
+    return rank_order(cfg.n_samples, cfg.loader_seed, epoch, 0, 1, True)
+
+
+def _pack(trace, indices: list[int], packer: GreedyPacker) -> list[PlannedItem]:
+    """The loader's put/ready/cut loop over ``indices``, with the decode time spent per micro-batch."""
+    items, spent = [], 0.0
+    for index in indices:
+        packer.put(int(trace.ids[index]), int(trace.tokens[index]))
+        spent += float(trace.cost_s[index])
+        if packer.ready():
+            mb = packer.cut()
+            items.append(PlannedItem(tuple(mb.ids), mb.total_tokens, spent))
+            spent = 0.0
+    for mb in packer.drain():
+        items.append(PlannedItem(tuple(mb.ids), mb.total_tokens, spent))
+        spent = 0.0
+    return items
+
+
+def plan_main(cfg: JobConfig) -> list[PlannedItem]:
+    packer = GreedyPacker(PackerConfig(budget=cfg.budget), cfg.make_gate())
+    return _pack(cfg.trace(), epoch_order(cfg).tolist(), packer)
+
+
+def plan_streams(cfg: JobConfig) -> list[list[PlannedItem]]:
+    trace, order, gate = cfg.trace(), epoch_order(cfg), cfg.make_gate()
+    return [_pack(trace, order[k::cfg.num_workers].tolist(),
+                  GreedyPacker(PackerConfig(budget=cfg.budget), copy.deepcopy(gate)))
+            for k in range(cfg.num_workers)]
+
+
+def micro_batches_per_epoch(cfg: JobConfig, runtime: str) -> int:
+    if runtime == "main":
+        return len(plan_main(cfg))
+    return sum(len(s) for s in plan_streams(cfg))
+
+
+def check_fits_one_epoch(cfg: JobConfig, runtimes: tuple[str, ...]) -> None:
+    """The measured run and its prediction both cover epoch 0 only: refuse anything longer."""
+    for runtime in runtimes:
+        n = micro_batches_per_epoch(cfg, runtime)
+        if n < cfg.steps:
+            raise ConfigError(f"config {cfg.name!r}: epoch 0 holds {n} micro-batches with runtime={runtime!r}, fewer "
+                              f"than steps={cfg.steps}; lower --steps or raise n_samples (now {cfg.n_samples})")
