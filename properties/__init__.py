@@ -1,5 +1,21 @@
-"""properties: Hypothesis strategies and properties for packers, gates and loaders.
+"""properties: a reusable Hypothesis suite for packers, gates and loaders.
 
-Point it at any implementation through an adapter; every failure is replayable
-from a seed or a saved example.
+Point it at any implementation through a target (``properties.targets``: ``dynbsz``,
+``veomni``, ``mutant:NAME`` or your own ``MODULE:FACTORY``); every property that applies
+to the target's components runs (``properties.registry``), every failure is saved as a
+small JSON file and replays exactly (``properties.corpus``).
+
+    python -m properties check --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]
+    python -m properties fuzz --target ... --minutes M [--corpus DIR]
+    python -m properties replay FILE
+    python -m properties mutants [--json]
+
+From pytest: ``from properties.pytest_plugin import test_dynbsz_properties`` and
+``--dynbsz-target`` (see ``properties.pytest_plugin``).
+
+Modules, one concern each: strategies (Hypothesis strategies), packer_props (drive a packer,
+check a recorded run), packer_suite (the packer/gate properties as registry entries), probes
+(a stateful gate for testing packers), mutants (broken variants), targets/ (what to test),
+registry, runner (one property on one component), corpus (regression files), mutation,
+fuzz, report, cli, profiles, pytest_plugin.
 """

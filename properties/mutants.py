@@ -7,22 +7,26 @@ every property against every mutant and require each mutant to be killed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
-from dynbsz.gates import FixedGate, covers_budget
+from dynbsz.gates import FixedGate, TokenAwareGate, covers_budget
 from dynbsz.packer import GreedyPacker
 from dynbsz.selection import select
 
 
 @dataclass(frozen=True)
 class Mutant:
+    """``make`` has the signature of what it replaces: a packer class ``(config, gate)``, or a gate
+    class taking its spec's fields. ``replaces`` names it: ``packer``, or for a gate the gate family
+    (``fixed``, ``token_aware``) whose component it stands in for."""
+
     name: str
     component: str          # packer | gate | loader
     description: str
-    make: Callable[..., Any]  # same signature as the real thing it replaces
+    make: Callable[..., Any]
+    replaces: str = "packer"
 
 
 # ---- gates ---------------------------------------------------------------------------------
@@ -41,6 +45,36 @@ class GateIgnoresMinimum(FixedGate):
 
     def ready(self, view) -> bool:
         return covers_budget(view)
+
+
+@dataclass(frozen=True)
+class GateStrictCount(FixedGate):
+    """Compares the sample count with ``>`` instead of ``>=``: opens one sample late."""
+
+    def ready(self, view) -> bool:
+        return view.num_samples > self.buffer_size and covers_budget(view)
+
+
+@dataclass(frozen=True)
+class MarginOnPoolCap(TokenAwareGate):
+    """token_aware's margin applied to the pool cap too: opens at ceil((1 + margin) * pool_cap) samples."""
+
+    def ready(self, view) -> bool:
+        if not covers_budget(view):
+            return False
+        if view.num_samples >= math.ceil((1.0 + self.margin) * self.pool_cap):
+            return True
+        return view.tokens >= math.ceil((1.0 + self.margin) * view.budget)
+
+
+@dataclass(frozen=True)
+class PoolCapAsCapacity(TokenAwareGate):
+    """token_aware checks the pool cap before the budget: a full pool opens the gate uncovered."""
+
+    def ready(self, view) -> bool:
+        if view.num_samples >= self.pool_cap:
+            return True
+        return super().ready(view)
 
 
 # ---- packers -------------------------------------------------------------------------------
@@ -111,9 +145,64 @@ class DoubleEmit(GreedyPacker):
         return mb
 
 
+class WarmupOffByOne(GreedyPacker):
+    """The warm-up budget is looked up one micro-batch ahead: each step's ramp arrives a step early."""
+
+    def _budget_for(self, cut_index: int) -> int:
+        return super()._budget_for(cut_index + 1)
+
+
+class PhysicalCapIgnored(GreedyPacker):
+    """Selection forgets the physical-token cap and packs by budgeted tokens alone."""
+
+    _select = staticmethod(lambda tok, budget, physical=None, cap=None, alone=None: select(tok, budget, None, None, alone))
+
+
+class DropNotCounted(GreedyPacker):
+    """drop policy: the sample is dropped but never added to ``dropped`` (nor warned about)."""
+
+    def _drop(self, reason, sample_id) -> None:
+        return None
+
+
+class DropsNotRestored(GreedyPacker):
+    """State restored only in part: load_state_dict() forgets the drop counts."""
+
+    def load_state_dict(self, state):
+        super().load_state_dict({**state, "dropped": {k: [] for k in state["dropped"]}})
+
+
+class GateStateNotRestored(GreedyPacker):
+    """load_state_dict() restores the buffer and step but not the gate's own state."""
+
+    def load_state_dict(self, state):
+        super().load_state_dict({k: v for k, v in state.items() if k != "gate_state"})
+
+
+class DrainStopsEarly(GreedyPacker):
+    """drain() stops while one sample is still buffered (a `> 1` where `> 0` was meant)."""
+
+    def drain(self):
+        while self.num_samples > 1:
+            yield self._cut(drained=True)
+
+
+class EagerDrain(GreedyPacker):
+    """drain() cuts everything up front: a checkpoint taken half-way through the drain has lost the rest."""
+
+    def drain(self):
+        out = []
+        while self.num_samples:
+            out.append(self._cut(drained=True))
+        return out
+
+
 PACKER_MUTANTS: tuple[Mutant, ...] = (
-    Mutant("gate-as-capacity", "gate", GateAsCapacity.__doc__, GateAsCapacity),
-    Mutant("gate-ignores-minimum", "gate", GateIgnoresMinimum.__doc__, GateIgnoresMinimum),
+    Mutant("gate-as-capacity", "gate", GateAsCapacity.__doc__, GateAsCapacity, "fixed"),
+    Mutant("gate-ignores-minimum", "gate", GateIgnoresMinimum.__doc__, GateIgnoresMinimum, "fixed"),
+    Mutant("gate-strict-count", "gate", GateStrictCount.__doc__, GateStrictCount, "fixed"),
+    Mutant("margin-on-pool-cap", "gate", MarginOnPoolCap.__doc__, MarginOnPoolCap, "token_aware"),
+    Mutant("pool-cap-as-capacity", "gate", PoolCapAsCapacity.__doc__, PoolCapAsCapacity, "token_aware"),
     Mutant("budget-off-by-one", "packer", BudgetOffByOne.__doc__, BudgetOffByOne),
     Mutant("no-forced-head", "packer", NoForcedHead.__doc__, NoForcedHead),
     Mutant("newest-first", "packer", NewestFirst.__doc__, NewestFirst),
@@ -121,4 +210,18 @@ PACKER_MUTANTS: tuple[Mutant, ...] = (
     Mutant("buffer-not-checkpointed", "packer", BufferNotCheckpointed.__doc__, BufferNotCheckpointed),
     Mutant("step-not-restored", "packer", StepNotRestored.__doc__, StepNotRestored),
     Mutant("double-emit", "packer", DoubleEmit.__doc__, DoubleEmit),
+    Mutant("warmup-off-by-one", "packer", WarmupOffByOne.__doc__, WarmupOffByOne),
+    Mutant("physical-cap-ignored", "packer", PhysicalCapIgnored.__doc__, PhysicalCapIgnored),
+    Mutant("drop-not-counted", "packer", DropNotCounted.__doc__, DropNotCounted),
+    Mutant("drops-not-restored", "packer", DropsNotRestored.__doc__, DropsNotRestored),
+    Mutant("gate-state-not-restored", "packer", GateStateNotRestored.__doc__, GateStateNotRestored),
+    Mutant("drain-stops-early", "packer", DrainStopsEarly.__doc__, DrainStopsEarly),
+    Mutant("eager-drain", "packer", EagerDrain.__doc__, EagerDrain),
 )
+
+# Every mutant, all components; the loader properties add theirs here.
+MUTANTS: tuple[Mutant, ...] = PACKER_MUTANTS
+
+
+def by_name(name: str) -> Mutant | None:
+    return next((m for m in MUTANTS if m.name == name), None)

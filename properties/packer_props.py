@@ -10,12 +10,12 @@ check trusts the packer's bookkeeping. Each ``check_*`` function raises
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from dynbsz.config import PackerConfig
 from dynbsz.selection import select_reference
-from dynbsz.warmup import budget_at_step
 
 from .strategies import Sample
 
@@ -54,6 +54,7 @@ class Run:
     observations: list[Observation] = field(default_factory=list)
     accepted: list[bool] = field(default_factory=list)
     restored_at: list[int] = field(default_factory=list)
+    packer: Any = None            # the packer holding the end of the run (the last restored one)
 
     def batches(self) -> list[tuple]:
         return [c.ids for c in self.cuts]
@@ -63,15 +64,38 @@ PackerFactory = Callable[[], Any]
 
 
 def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sample], *,
-          restore_after: Sequence[int] = (), json_roundtrip: bool = True) -> Run:
-    """Run ``stream`` through a packer; after each put index in ``restore_after`` checkpoint, make a
-    fresh packer, restore it, and carry on with that one."""
+          restore_after: Sequence[int] = (), json_roundtrip: bool = True, ready_calls: int = 1) -> Run:
+    """Run ``stream`` through a packer; at each position in ``restore_after`` checkpoint, make a
+    fresh packer, restore it, and carry on with that one.
+
+    Positions: -1 is before the first put (a checkpoint of a fresh packer), ``i`` in
+    ``[0, len(stream))`` is right after put ``i`` (and the cut it may have allowed), and
+    ``len(stream) + k`` is after the k-th micro-batch of the end-of-stream drain (a drain must
+    be resumable half-way: the loader checkpoints between any two steps).
+
+    ``ready_calls`` asks ``ready()`` that many times after each put: a gate's answer must not
+    depend on how often a loader polls it.
+    """
     packer = make_packer()
     run = Run(config, list(stream))
     buffer: list[Sample] = []
     restore_after = set(restore_after)
     last_put = -1
 
+    def restore(at: int):
+        state = packer.state_dict()
+        if json_roundtrip:
+            try:
+                state = json.loads(json.dumps(state))
+            except (TypeError, ValueError) as e:
+                raise PropertyViolation(f"resume: state_dict() at position {at} is not JSON-serializable: {e}") from None
+        fresh = make_packer()
+        fresh.load_state_dict(state)
+        run.restored_at.append(at)
+        return fresh
+
+    if -1 in restore_after:
+        packer = restore(-1)
     for i, s in enumerate(stream):
         ok = packer.put(s.id, s.tokens, s.physical, s.source)
         run.accepted.append(bool(ok))
@@ -79,21 +103,32 @@ def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sam
             buffer.append(s)
         last_put = i
         ready = packer.ready()
+        for _ in range(ready_calls - 1):
+            again = packer.ready()
+            if again != ready:
+                raise PropertyViolation(f"gate idempotence: after sample {i}, ready() answered {ready} and then "
+                                        f"{again} with nothing put or cut in between")
         run.observations.append(Observation(i, len(buffer), sum(x.tokens for x in buffer),
                                             sum(_phys(x) for x in buffer), ready))
         if ready:
             _record(run, buffer, packer.cut(), False, last_put)
         if i in restore_after:
-            state = packer.state_dict()
-            if json_roundtrip:
-                state = json.loads(json.dumps(state))
-            packer = make_packer()
-            packer.load_state_dict(state)
-            run.restored_at.append(i)
-    for mb in packer.drain():
+            packer = restore(i)
+    # The drain, one micro-batch at a time (a restore swaps in the fresh packer's drain).
+    drained = iter(packer.drain())
+    position = len(run.stream)
+    limit = 2 * len(run.stream) + 2  # a drain emits at most one micro-batch per sample
+    while (mb := next(drained, None)) is not None:
         _record(run, buffer, mb, True, last_put)
+        if position in restore_after:
+            packer = restore(position)
+            drained = iter(packer.drain())
+        position += 1
+        if position - len(run.stream) > limit:
+            raise PropertyViolation(f"drain: {limit} micro-batches from {len(run.stream)} samples; drain() does not end")
     if len(packer) != 0:
         raise PropertyViolation(f"drain() left {len(packer)} samples in the packer")
+    run.packer = packer
     return run
 
 
@@ -155,11 +190,20 @@ def check_budget(run: Run) -> None:
                                     f"physical_cap {cap}")
 
 
+def warmup_budget(config: PackerConfig, step: int) -> int:
+    """VeOmni's ``get_cur_token_micro_bsz``, restated here (not imported from dynbsz): a linear ramp
+    from ``warmup_init_tokens`` to the budget over steps 0..warmup_steps inclusive, floor division."""
+    c = config
+    if c.warmup_steps > 0 and step <= c.warmup_steps:
+        return (c.budget - c.warmup_init_tokens) * step // c.warmup_steps + c.warmup_init_tokens
+    return c.budget
+
+
 def check_warmup(run: Run) -> None:
     """Each micro-batch is cut against the warm-up budget of its optimizer step."""
     c = run.config
     for k, cut in enumerate(run.cuts):
-        want = budget_at_step(c.budget, k // c.micro_batches_per_step, c.warmup_steps, c.warmup_init_tokens)
+        want = warmup_budget(c, k // c.micro_batches_per_step)
         if cut.budget != want:
             raise PropertyViolation(f"warm-up: micro-batch {k} (step {k // c.micro_batches_per_step}) was cut "
                                     f"against budget {cut.budget}, expected {want}")
@@ -210,22 +254,35 @@ def check_ordered_greedy(run: Run) -> None:
 
 
 def check_resume_equivalence(uninterrupted: Run, resumed: Run) -> None:
-    """Checkpoint and restore into a fresh packer at any point: the micro-batches are unchanged."""
+    """Checkpoint and restore into a fresh packer at any point: the micro-batches are unchanged,
+    and the restored packer still accounts for every sample (drops included)."""
     a, b = uninterrupted.cuts, resumed.cuts
     for k, (x, y) in enumerate(zip(a, b)):
         if (x.ids, x.budget, x.drained) != (y.ids, y.budget, y.drained):
-            raise PropertyViolation(f"resume: restoring after samples {resumed.restored_at} changed micro-batch {k}: "
+            raise PropertyViolation(f"resume: restoring at positions {resumed.restored_at} changed micro-batch {k}: "
                                     f"{x.ids} (budget {x.budget}) uninterrupted vs {y.ids} (budget {y.budget})")
     if len(a) != len(b):
-        raise PropertyViolation(f"resume: restoring after samples {resumed.restored_at} changed the number of "
+        raise PropertyViolation(f"resume: restoring at positions {resumed.restored_at} changed the number of "
                                 f"micro-batches: {len(a)} uninterrupted vs {len(b)}")
+    try:
+        check_conservation(resumed, getattr(resumed.packer, "dropped", None))
+    except PropertyViolation as e:
+        raise PropertyViolation(f"resume: after restoring at positions {resumed.restored_at}: {e}") from None
+
+
+def check_same_cuts(reference: Run, other: Run, what: str) -> None:
+    """Two runs of one stream cut identical micro-batches (``what`` names the difference between them)."""
+    a = [(c.ids, c.budget, c.drained) for c in reference.cuts]
+    b = [(c.ids, c.budget, c.drained) for c in other.cuts]
+    if a != b:
+        k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        raise PropertyViolation(f"{what}: micro-batch {k} differs: {a[k] if k < len(a) else 'none'} vs "
+                                f"{b[k] if k < len(b) else 'none'}")
 
 
 def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int, int], bool] | None:
     """The documented opening rule of a built-in gate, restated from its spec (not its code).
     None for gates this suite has no rule for (user gates): only the minimum-gate property applies."""
-    import math
-
     cap = config.physical_cap
 
     def covers(tokens: int, phys: int) -> bool:
@@ -241,49 +298,3 @@ def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int,
         return lambda n, tokens, phys: n > 0 and covers(tokens, phys) and (
             n >= pool or tokens >= target or (ptarget is not None and phys >= ptarget))
     return None
-
-
-PACKER_PROPERTIES = ("conservation", "budget", "warmup", "minimum_gate", "gate_rule", "ordered_greedy", "resume")
-
-
-def check_packer(make_packer: PackerFactory, config: PackerConfig, gate_spec: dict[str, Any],
-                 stream: Sequence[Sample], restore_after: Sequence[int] = (),
-                 only: Sequence[str] = PACKER_PROPERTIES) -> None:
-    """Every packer property on one stream; raises the first ``PropertyViolation``, tagged with its name."""
-    holder: dict[str, Any] = {}
-
-    def make():
-        holder["packer"] = make_packer()
-        return holder["packer"]
-
-    def tagged(name: str, fn: Callable[[], None]) -> None:
-        if name not in only:
-            return
-        try:
-            fn()
-        except PropertyViolation as e:
-            raise PropertyViolation(f"[{name}] {e}") from None
-
-    try:
-        run = drive(make, config, stream)
-    except PropertyViolation as e:
-        raise PropertyViolation(f"[conservation] {e}") from None
-    except Exception as e:  # the target crashed on a valid stream: a finding in itself
-        raise PropertyViolation(f"[crash] {type(e).__name__}: {e}") from e
-    dropped = getattr(holder["packer"], "dropped", None)
-    tagged("conservation", lambda: check_conservation(run, dropped))
-    tagged("budget", lambda: check_budget(run))
-    tagged("warmup", lambda: check_warmup(run))
-    tagged("minimum_gate", lambda: check_minimum_gate(run))
-    rule = gate_rule(config, gate_spec)
-    if rule is not None:
-        tagged("gate_rule", lambda: check_gate_opens(run, rule))
-    tagged("ordered_greedy", lambda: check_ordered_greedy(run))
-    if "resume" in only and restore_after:
-        try:
-            resumed = drive(make_packer, config, stream, restore_after=restore_after)
-        except PropertyViolation as e:
-            raise PropertyViolation(f"[resume] {e}") from None
-        except Exception as e:
-            raise PropertyViolation(f"[resume] crashed after restoring: {type(e).__name__}: {e}") from e
-        tagged("resume", lambda: check_resume_equivalence(run, resumed))

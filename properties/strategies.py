@@ -29,10 +29,15 @@ def budgets(min_value: int = 1, max_value: int = 256) -> st.SearchStrategy[int]:
 
 @st.composite
 def packer_configs(draw, *, physical_cap: bool | None = None, warmup: bool | None = None,
-                   overlong=("emit_alone",), empty=("emit_alone",), max_budget: int = 256) -> PackerConfig:
-    budget = draw(budgets(1, max_budget))
+                   overlong=("emit_alone",), empty=("emit_alone",), max_budget: int = 256,
+                   budget: st.SearchStrategy[int] | None = None) -> PackerConfig:
+    """``budget`` overrides the default draw (e.g. the two budgets context_aware knows). By default
+    half the budgets are at most 16 tokens: exact fits and off-by-one sums are common there."""
+    default = st.one_of(budgets(1, min(16, max_budget)), budgets(1, max_budget))
+    budget = draw(default if budget is None else budget)
     use_cap = draw(st.booleans()) if physical_cap is None else physical_cap
-    cap = draw(st.integers(1, 2 * budget)) if use_cap else None
+    # A cap below the budget binds first; one above it binds only on samples that are mostly padding.
+    cap = draw(st.one_of(st.integers(1, budget), st.integers(1, 2 * budget))) if use_cap else None
     use_warmup = draw(st.booleans()) if warmup is None else warmup
     warmup_steps = draw(st.integers(1, 6)) if use_warmup else 0
     init = draw(st.integers(1, budget)) if use_warmup else 200
@@ -56,17 +61,38 @@ def gates() -> st.SearchStrategy:
 @st.composite
 def sample_streams(draw, budget: int, *, min_size: int = 0, max_size: int = 60, physical: bool = False,
                    allow_empty: bool = False, sources=("text", "video")) -> list[Sample]:
-    """Samples with unique ids; lengths mostly below the budget, some at it, some beyond it."""
-    n = draw(st.integers(min_size, max_size))
+    """Samples with unique ids; lengths mostly below the budget, some at it, some beyond it.
+
+    Each stream first draws a *mix*: all short (many per micro-batch: where a gate used as a
+    capacity shows), all long (one or two per micro-batch: forced heads, overlong policies), or
+    mixed. Drawing the mix once per stream keeps a few dozen examples diverse; drawing the
+    regime per sample alone makes nearly every stream "mixed".
+    """
     low = 0 if allow_empty else 1
-    length = st.one_of(
-        st.integers(low, max(low, budget // 4)),   # many per micro-batch
-        st.integers(low, budget),                  # anything that fits
-        st.integers(budget, 2 * budget + 1),       # at or beyond the budget
-    )
+    short = st.integers(low, max(low, budget // 4))               # many per micro-batch
+    fits = st.integers(low, budget)                               # anything that fits
+    beyond = st.integers(budget, 2 * budget + 1)                  # at or beyond the budget
+    mixes = {"short": [short], "long": [st.integers(max(low, budget // 2), budget), beyond],
+             "mixed": [short, fits, beyond]}
+    regimes = list(mixes[draw(st.sampled_from(("mixed", "short", "long")))])
+    if allow_empty:
+        # Zero-token samples (effective-token counting with every label ignored) get a regime of
+        # their own: runs of them at the head of the buffer are where forced-head rules go wrong.
+        regimes.append(st.just(0))
+    length = st.one_of(*regimes)
+    n = draw(st.integers(min_size, max_size))
     out = []
     for i in range(n):
         tokens = draw(length)
         phys = draw(st.integers(max(tokens, 1), tokens + budget)) if physical and draw(st.booleans()) else None
         out.append(Sample(i, tokens, phys, draw(st.sampled_from(sources))))
     return out
+
+
+def restore_points(stream_length: int, *, min_size: int = 1, max_size: int = 4,
+                   drain_slack: int = 3) -> st.SearchStrategy[list[int]]:
+    """Where to checkpoint and restore into a fresh packer, as positions in ``drive``'s timeline:
+    -1 is before the first put (a checkpoint at step 0), i < len(stream) is right after put i,
+    len(stream) + k is after the k-th micro-batch of the end-of-stream drain."""
+    return st.lists(st.integers(-1, stream_length + drain_slack), min_size=min_size, max_size=max_size,
+                    unique=True).map(sorted)

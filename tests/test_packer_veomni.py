@@ -54,3 +54,32 @@ def test_veomni_silently_drops_one_token_samples():
     assert theirs.put(0, 1) is False
     ours = GreedyPacker(config, FixedGate(1))
     assert ours.put(0, 1) is True
+
+
+def test_veomni_force_packs_zero_token_heads_past_the_physical_cap():
+    # Found by the property suite (budget property, target veomni): VeOmni's forced-head test is
+    # `cum_seq_len == 0`, so with effective-token counting every zero-token sample at the head is
+    # forced in, and so is the first real one, whatever the cap. dynbsz emits such samples alone.
+    from dynbsz import PackerConfig
+
+    config = PackerConfig(budget=8, physical_cap=10)
+    theirs = veomni.VeOmniPacker(config, buffer_size=1)
+    ours = GreedyPacker(config, FixedGate(1))
+    for packer in (theirs, ours):
+        for sid, (tokens, physical) in enumerate([(0, 6), (0, 6), (8, 8)]):
+            packer.put(sid, tokens, physical)
+    assert sum(theirs.cut().physical) == 20 > config.physical_cap
+    assert [mb.ids for mb in [ours.cut(), *ours.drain()]] == [(0,), (1,), (2,)]
+
+
+def test_the_suite_reports_veomnis_silent_drop_on_the_veomni_target():
+    from properties import registry
+    from properties.runner import RunSettings, run_property
+    from properties.targets import resolve
+
+    target = resolve("veomni")
+    result = run_property(target, registry.get("conservation"), target.component("packer"),
+                          RunSettings(profile="dev", seed=0, database=None))
+    assert result.status == "fail" and "silently dropped" in result.message
+    stream = result.minimal_example["stream"]
+    assert len(stream) == 1 and (stream[0][2] or stream[0][1]) <= 1  # one sample of at most one token

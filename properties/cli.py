@@ -1,0 +1,209 @@
+"""``python -m properties``: run the property suite against a target from the command line.
+
+    check    --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]   every property that applies
+    fuzz     --target ... --minutes M [--corpus DIR]                          a long run, saving every failure
+    replay   FILE [--target NAME]                                             one saved failure, exactly
+    mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
+    list                                                                      targets, properties, mutants
+
+Exit codes: 0 nothing failed, 1 a property failed (or a mutant survived), 2 bad input.
+Every failure is saved to the corpus (default tests/regressions/) and printed with the one
+command that replays it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import shlex
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+from . import corpus, mutants, profiles, registry, report
+from .runner import DEFAULT_DATABASE, Result, RunSettings, run_target
+from .targets import TargetError, names, resolve
+
+PROG = "python -m properties"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def search_options(sp, profile_default: str) -> None:
+        sp.add_argument("--target", required=True, help="dynbsz, veomni, mutant:NAME or MODULE:FACTORY")
+        sp.add_argument("--property", action="append", dest="properties", metavar="NAME",
+                        help="run only this property (repeatable; default: every one that applies)")
+        sp.add_argument("--profile", choices=profiles.PROFILES, default=profile_default)
+        sp.add_argument("--corpus", default=corpus.DEFAULT_CORPUS, help="where failures are saved (default %(default)s)")
+        sp.add_argument("--database", default=DEFAULT_DATABASE,
+                        help="Hypothesis example database directory (default %(default)s); 'none' for no database")
+        sp.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
+
+    c = sub.add_parser("check", help="run every property that applies to a target")
+    search_options(c, "ci")
+    c.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0: the same search every time)")
+    c.add_argument("--max-examples", type=int, help="override the profile's examples per property")
+
+    f = sub.add_parser("fuzz", help="long run with fresh seeds until time is up, saving every failure")
+    search_options(f, "fuzz")
+    f.add_argument("--minutes", type=float, required=True)
+    f.add_argument("--seed", type=int, help="first round's seed (default: a fresh one, printed in the report)")
+
+    r = sub.add_parser("replay", help="replay one saved failure; exit 1 if it still fails")
+    r.add_argument("file")
+    r.add_argument("--target", help="replay on this target instead of the one recorded in the file")
+    r.add_argument("--json", action="store_true")
+
+    m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
+    m.add_argument("--profile", choices=profiles.PROFILES, default="ci")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--max-examples", type=int, help="override the profile's examples per property")
+    m.add_argument("--mutant", action="append", dest="mutants", metavar="NAME", help="only this mutant (repeatable)")
+    m.add_argument("--all-properties", action="store_true",
+                   help="run every property on every mutant (default: stop at the first that kills it)")
+    m.add_argument("--json", action="store_true")
+
+    lst = sub.add_parser("list", help="targets, properties and mutants")
+    lst.add_argument("--json", action="store_true")
+    return p
+
+
+def _emit(doc_or_text, as_json: bool) -> None:
+    if as_json:
+        json.dump(doc_or_text, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(doc_or_text)
+
+
+def _check_properties(wanted: Sequence[str] | None) -> None:
+    known = [p.name for p in registry.properties()]
+    bad = [w for w in wanted or () if w not in known]
+    if bad:
+        raise UsageError(f"--property {bad[0]!r} is not a property; allowed values: {', '.join(known)}")
+
+
+def _check_positive(setting: str, value) -> None:
+    if value is not None and value <= 0:
+        raise UsageError(f"{setting} must be > 0, got {value}")
+
+
+def _seed_command(args, result: Result) -> str:
+    parts = [PROG, "check", "--target", args.target, "--property", result.property, "--profile", args.profile,
+             "--seed", str(result.seed)]
+    if getattr(args, "max_examples", None):
+        parts += ["--max-examples", str(args.max_examples)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _saved(args, result: Result) -> Result:
+    """Save a failure to the corpus and attach the command that replays it."""
+    if result.status != "fail":
+        return result
+    if result.minimal_example is not None:
+        try:
+            path = corpus.save(result, args.corpus)
+        except OSError as e:
+            print(f"{PROG}: could not save the failure to {args.corpus} ({e}); replay it by seed instead", file=sys.stderr)
+        else:
+            return replace(result, file=str(path), replay=corpus.replay_command(path))
+    return replace(result, replay=_seed_command(args, result))
+
+
+def _database(args) -> str | None:
+    return None if args.database.lower() == "none" else args.database
+
+
+def cmd_check(args) -> int:
+    _check_properties(args.properties)
+    _check_positive("--max-examples", args.max_examples)
+    target = resolve(args.target)
+    rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args))
+    results = [_saved(args, r) for r in run_target(target, rs, args.properties)]
+    fmt = report.check_json if args.json else report.check_text
+    _emit(fmt(target.name, results, profile=args.profile, seed=args.seed, description=target.description), args.json)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def cmd_fuzz(args) -> int:
+    from .fuzz import fuzz
+
+    _check_properties(args.properties)
+    _check_positive("--minutes", args.minutes)
+    target = resolve(args.target)
+    seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+    print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}); "
+          f"failures go to {args.corpus}", file=sys.stderr)
+    result = fuzz(target, args.minutes, seed=seed, corpus_dir=args.corpus, only=args.properties,
+                  database=_database(args), profile=args.profile,
+                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+    _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
+    return 1 if result.failed else 0
+
+
+def cmd_replay(args) -> int:
+    try:
+        entry = corpus.load(args.file)
+    except corpus.CorpusError as e:
+        raise UsageError(str(e)) from None
+    result = corpus.replay(entry, args.target)
+    if args.json:
+        _emit({"file": args.file, "target": result.target, **result.to_json()}, True)
+    else:
+        note = f": {result.message}" if result.message else ""
+        print(f"{result.status.upper()} {result.property} [{result.component}] on {result.target}{note}")
+    return 1 if result.status == "fail" else 0
+
+
+def cmd_mutants(args) -> int:
+    from . import mutation
+
+    _check_positive("--max-examples", args.max_examples)
+    rs = mutation.default_settings(args.profile, args.seed, args.max_examples)
+    try:
+        outcomes = mutation.run_mutants(rs, args.mutants, first_kill=not args.all_properties)
+    except KeyError as e:
+        raise UsageError(f"--mutant: {e.args[0]}") from None
+    fmt = report.mutants_json if args.json else report.mutants_text
+    _emit(fmt(outcomes, profile=args.profile, seed=args.seed), args.json)
+    return 1 if any(o.status == "survived" for o in outcomes) else 0
+
+
+def cmd_list(args) -> int:
+    doc = {"targets": names(), "profiles": list(profiles.PROFILES),
+           "properties": [{"property": p.name, "applies_to": sorted(p.kinds), "doc": p.doc}
+                          for p in registry.properties()],
+           "mutants": [{"mutant": m.name, "component": m.component, "description": " ".join(m.description.split())}
+                       for m in mutants.MUTANTS]}
+    if args.json:
+        _emit(doc, True)
+        return 0
+    print("targets: " + ", ".join(doc["targets"][:2]) + ", mutant:NAME, MODULE:FACTORY")
+    print("\nproperties:")
+    for p in doc["properties"]:
+        print(f"  {p['property']:18} {'/'.join(p['applies_to']):13} {p['doc']}")
+    print("\nmutants (target mutant:NAME):")
+    for m in doc["mutants"]:
+        print(f"  {m['mutant']:26} {m['component']:7} {m['description']}")
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants": cmd_mutants, "list": cmd_list}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (TargetError, UsageError) as e:
+        if getattr(args, "json", False):
+            _emit({"target": getattr(args, "target", None), "error": str(e)}, True)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2

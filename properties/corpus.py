@@ -1,0 +1,133 @@
+"""The regression corpus: every failure as a small JSON file, and the one command that replays it.
+
+A file holds the serialized minimal example (for packers: config, gate spec, stream,
+restore points), the target, component and property it failed, the Hypothesis seed
+and blob, and what is expected of it: it fails on the target it was found on (for a
+mutant: the example still has teeth) and passes on ``dynbsz`` (a bug found anywhere
+is a regression test for the production code). The project's tests replay every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .runner import Result, hypothesis_version, replay_example
+from .targets import TargetError, resolve
+
+FORMAT = "properties.regression/1"
+DEFAULT_CORPUS = "tests/regressions"
+REQUIRED = ("target", "property", "component", "example", "expect")
+
+
+class CorpusError(ValueError):
+    """A regression file is unreadable or malformed; the message names the file and the field."""
+
+
+def replay_command(path: str | Path) -> str:
+    return f"python -m properties replay {shlex.quote(str(path))}"
+
+
+def entry_for(result: Result) -> dict[str, Any]:
+    if result.status != "fail" or result.minimal_example is None:
+        raise ValueError(f"only a failure with an example can be saved, got status {result.status!r}")
+    expect = {result.target: "fail"}
+    if resolve("dynbsz").component(result.component) is not None:
+        # dynbsz has the same component: the example is a regression test for the production code too
+        expect.setdefault("dynbsz", "pass")
+    return {"format": FORMAT, "target": result.target, "property": result.property, "component": result.component,
+            "message": result.message, "expect": expect, "seed": result.seed, "blob": result.blob,
+            "hypothesis": hypothesis_version(), "example": result.minimal_example}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def save(result: Result, corpus_dir: str | Path) -> Path:
+    """Write the failure to ``corpus_dir`` (created if needed). The name is derived from the content,
+    so saving the same failure twice writes one file."""
+    entry = entry_for(result)
+    digest = hashlib.sha256(json.dumps([entry["target"], entry["property"], entry["component"], entry["example"]],
+                                       sort_keys=True).encode()).hexdigest()[:10]
+    directory = Path(corpus_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{_slug(result.property)}-{_slug(result.component)}-{_slug(result.target)}-{digest}.json"
+    path.write_text(dumps(entry))
+    return path
+
+
+def dumps(entry: dict[str, Any]) -> str:
+    """One line per field, one line per sample of the stream: small files that diff well."""
+    def compact(v: Any) -> str:
+        return json.dumps(v, separators=(", ", ": "))
+
+    lines = []
+    for key, value in entry.items():
+        if key == "example" and isinstance(value, dict):
+            inner = []
+            for k, v in value.items():
+                if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
+                    rows = ",\n".join("   " + compact(x) for x in v)
+                    inner.append(f"  {json.dumps(k)}: [\n{rows}\n  ]")
+                else:
+                    inner.append(f"  {json.dumps(k)}: {compact(v)}")
+            lines.append(f" {json.dumps(key)}: {{\n" + ",\n".join(inner) + "\n }")
+        else:
+            lines.append(f" {json.dumps(key)}: {compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        entry = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such regression file") from None
+    except (OSError, ValueError) as e:
+        raise CorpusError(f"{path}: not a readable JSON regression file ({e})") from None
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        got = entry.get("format") if isinstance(entry, dict) else type(entry).__name__
+        raise CorpusError(f"{path}: format is {got!r}, expected {FORMAT!r}")
+    missing = [k for k in REQUIRED if k not in entry]
+    if missing:
+        raise CorpusError(f"{path}: missing field(s) {', '.join(missing)}")
+    try:
+        registry.get(entry["property"])
+    except KeyError as e:
+        raise CorpusError(f"{path}: {e.args[0]}") from None
+    return entry
+
+
+def files(corpus_dir: str | Path) -> list[Path]:
+    return sorted(Path(corpus_dir).glob("*.json"))
+
+
+def replay(entry: dict[str, Any], target: str | None = None) -> Result:
+    """Replay a loaded entry on its own target, or on ``target``. Raises TargetError for a bad target."""
+    name = target or entry["target"]
+    prop = registry.get(entry["property"])
+    return replay_example(resolve(name), prop, entry["component"], entry["example"])
+
+
+def check_expectations(entry: dict[str, Any]) -> list[tuple[str, str, Result | None, str]]:
+    """Replay an entry on every target its ``expect`` names: (target, expected, result, note).
+    A target that cannot be resolved here (a user module not installed) gets result None and the reason."""
+    out = []
+    for name, expected in entry["expect"].items():
+        try:
+            result = replay(entry, name)
+        except TargetError as e:
+            out.append((name, expected, None, str(e)))
+            continue
+        out.append((name, expected, result, result.message))
+    return out
+
+
+__all__ = ["CorpusError", "DEFAULT_CORPUS", "FORMAT", "check_expectations", "entry_for", "files", "load", "replay",
+           "replay_command", "save"]

@@ -1,0 +1,174 @@
+"""The packer and gate properties, as registry entries.
+
+Each property draws a ``PackerExample`` (config, gate spec, stream, restore points)
+for a component and runs ``packer_props.drive`` on packers the component makes. The
+example is plain data, so a failure is saved as a few lines of JSON and replayed
+exactly, on the target that failed or on any other with the same component.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+
+from dynbsz.config import PackerConfig
+
+from . import packer_props as P
+from .registry import Property
+from .strategies import Sample, packer_configs, restore_points, sample_streams
+from .targets.base import PackerComponent
+from .targets.builtin import probe_specs
+
+FORMAT = "properties.packer_example/1"
+
+
+@dataclass(frozen=True)
+class PackerExample:
+    config: PackerConfig
+    gate: dict[str, Any]
+    stream: tuple[Sample, ...]
+    restore_after: tuple[int, ...] = field(default=())
+
+
+def encode(ex: PackerExample) -> dict:
+    return {"format": FORMAT, "config": ex.config.to_dict(), "gate": dict(ex.gate),
+            # [id, tokens, physical or null, source]: one short row per sample
+            "stream": [[s.id, s.tokens, s.physical, s.source] for s in ex.stream],
+            "restore_after": list(ex.restore_after)}
+
+
+def decode(d: dict) -> PackerExample:
+    if d.get("format") != FORMAT:
+        raise ValueError(f"not a packer example (format {d.get('format')!r}, expected {FORMAT!r})")
+    return PackerExample(PackerConfig(**d["config"]), dict(d["gate"]),
+                         tuple(Sample(*row) for row in d["stream"]), tuple(d["restore_after"]))
+
+
+def examples(component: PackerComponent, *, restores: bool = False, warmup: bool | None = None,
+             gate_specs=None):
+    """``gate_specs`` overrides the component's gates (the gate_state property draws only the probe)."""
+    specs = component.gate_specs if gate_specs is None else gate_specs
+
+    @st.composite
+    def draw_example(draw) -> PackerExample:
+        config = draw(packer_configs(overlong=component.overlong, empty=component.empty,
+                                     budget=component.budgets, warmup=warmup))
+        gate = draw(specs(config))
+        # At least one sample: the empty stream is Hypothesis's first guess and proves nothing twice.
+        stream = draw(sample_streams(config.budget, min_size=1, physical=config.physical_cap is not None,
+                                     allow_empty=component.allow_empty))
+        points = draw(restore_points(len(stream))) if restores else []
+        return PackerExample(config, gate, tuple(stream), tuple(points))
+
+    return draw_example()
+
+
+def _drive(component: PackerComponent, ex: PackerExample, *, observe: bool = True, **kw) -> P.Run:
+    """One run; ``observe`` reports it to Hypothesis's target phase (once per example: a property
+    that drives twice observes only its first run)."""
+    run = P.drive(lambda: component.make_packer(ex.config, ex.gate), ex.config, ex.stream,
+                  json_roundtrip=component.json_state, **kw)
+    if observe and currently_in_test_context():
+        # Guidance for the fuzz profile's target phase: longer runs with fuller buffers
+        # reach the states (many cuts, warm-up crossings, drains) where bugs hide.
+        from hypothesis import target
+
+        target(float(len(run.cuts)), label="micro-batches")
+        target(float(max((o.num_samples for o in run.observations), default=0)), label="peak buffer")
+    return run
+
+
+# ---- checks: (component, example) -> None, raising PropertyViolation ---------------------------
+
+def conservation(component: PackerComponent, ex: PackerExample) -> None:
+    run = _drive(component, ex)
+    P.check_conservation(run, getattr(run.packer, "dropped", None))
+
+
+def budget(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_budget(_drive(component, ex))
+
+
+def warmup(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_warmup(_drive(component, ex))
+
+
+def minimum_gate(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_minimum_gate(_drive(component, ex))
+
+
+def gate_rule(component: PackerComponent, ex: PackerExample) -> None:
+    rule = P.gate_rule(ex.config, ex.gate)
+    if rule is None:
+        raise P.PropertyViolation(f"gate rule: no documented rule for gate spec {ex.gate}")
+    P.check_gate_opens(_drive(component, ex), rule)
+
+
+def ordered_greedy(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_ordered_greedy(_drive(component, ex))
+
+
+def resume(component: PackerComponent, ex: PackerExample) -> None:
+    plain = _drive(component, ex)
+    P.check_resume_equivalence(plain, _drive(component, ex, observe=False, restore_after=ex.restore_after))
+
+
+def gate_state(component: PackerComponent, ex: PackerExample) -> None:
+    try:
+        resume(component, ex)
+    except P.PropertyViolation as e:
+        raise P.PropertyViolation(f"gate state (stateful probe gate {ex.gate}): {e}") from None
+
+
+def ready_idempotent(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_same_cuts(_drive(component, ex), _drive(component, ex, observe=False, ready_calls=2),
+                      "ready() idempotence: asking ready() twice per sample changed the micro-batches")
+
+
+def _needs_rule(component: Any) -> str | None:
+    if not getattr(component, "documented_rule", False):
+        return "no documented opening rule for this gate (built-in rules: fixed, token_aware)"
+    return None
+
+
+def _needs_gate_objects(component: Any) -> str | None:
+    if not getattr(component, "accepts_gates", False):
+        return "the packer takes no gate objects, so it cannot be given a stateful one"
+    return None
+
+
+PACKING = frozenset({"packer"})
+PACKER_AND_GATE = frozenset({"packer", "gate"})
+GATE = frozenset({"gate"})
+
+
+def _prop(name, kinds, check, doc, not_for=lambda component: None, **strategy_kw) -> Property:
+    return Property(name=name, kinds=kinds, doc=doc, check=check, encode=encode, decode=decode,
+                    examples=lambda component: examples(component, **strategy_kw), not_for=not_for)
+
+
+PROPERTIES: tuple[Property, ...] = (
+    _prop("conservation", PACKING, conservation,
+          "every sample put is emitted exactly once, or rejected at put() and reported in dropped; drain() empties"),
+    _prop("budget", PACKING, budget,
+          "a micro-batch fits its budget and the physical cap unless it is a single forced sample; none is empty"),
+    _prop("warmup", PACKING, warmup, "each micro-batch is cut against the warm-up budget of its optimizer step",
+          warmup=True),
+    _prop("minimum_gate", PACKER_AND_GATE, minimum_gate,
+          "the gate is a minimum, not a capacity: never ready while the buffer cannot fill one micro-batch"),
+    _prop("gate_rule", GATE, gate_rule, "the gate opens exactly when its documented rule says so",
+          not_for=_needs_rule),
+    _prop("ordered_greedy", PACKING, ordered_greedy,
+          "each micro-batch is VeOmni's ordered greedy walk over the buffer; the rest keep arrival order"),
+    _prop("resume", PACKER_AND_GATE, resume,
+          "checkpoint (JSON) and restore into a fresh object anywhere, at step 0 and mid-drain: nothing changes",
+          restores=True),
+    _prop("gate_state", PACKING, gate_state,
+          "a gate's own state (state_dict) is checkpointed with the packer: resume with a stateful probe gate",
+          not_for=_needs_gate_objects, restores=True, gate_specs=probe_specs),
+    _prop("ready_idempotent", PACKER_AND_GATE, ready_idempotent,
+          "asking ready() more often changes nothing: a gate's answer depends on the buffer, not the polling"),
+)

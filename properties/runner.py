@@ -1,0 +1,223 @@
+"""Run one property against one component with Hypothesis, and say what happened.
+
+The search is an ordinary ``@given`` test built on the fly: a counter records how
+many examples really ran, the failing example is kept (Hypothesis calls the test
+with the minimal one last), and the ``@reproduce_failure`` blob is read from the
+exception's notes. Nothing is printed to stdout: targets that print (VeOmni does)
+are redirected to stderr so ``--json`` stays parseable.
+
+A seed reproduces a search only for the same code and the same loaded modules:
+Hypothesis also draws literal constants it finds in the local modules imported so
+far. The saved regression file, not the seed, is the exact reproduction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import HypothesisException
+
+from dynbsz.errors import DroppedSampleWarning
+
+from . import profiles
+from .packer_props import PropertyViolation
+from .registry import Property, properties
+from .targets.base import Component, Target
+
+#: Hypothesis's own default location; .gitignore keeps it out of the repository and CI may cache it.
+DEFAULT_DATABASE = ".hypothesis/examples"
+STATUSES = ("pass", "fail", "skip")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How hard to search. ``profile=None`` uses whatever Hypothesis profile is loaded (under pytest)."""
+
+    profile: str | None = "ci"
+    seed: int = 0
+    max_examples: int | None = None
+    database: str | None = DEFAULT_DATABASE
+    shrink: bool = True
+    explicit: tuple[dict, ...] = ()   # encoded examples to run first (the regression corpus)
+
+    def __post_init__(self) -> None:
+        if self.profile is not None and self.profile not in profiles.PROFILES:
+            raise ValueError(f"profile={self.profile!r} is not a profile; allowed values: {', '.join(profiles.PROFILES)}")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError(f"max_examples must be >= 1, got {self.max_examples}")
+
+
+@dataclass(frozen=True)
+class Result:
+    target: str
+    property: str
+    component: str
+    status: str                      # pass | fail | skip
+    examples: int = 0                # examples the check really ran (shrinking included)
+    message: str = ""                # the violation, or why the property was skipped
+    minimal_example: dict | None = None
+    seed: int | None = None
+    blob: str | None = None          # Hypothesis's @reproduce_failure blob, when there is one
+    replay: str | None = None        # the one command that reproduces a failure (set once it is saved)
+    file: str | None = None
+
+    def to_json(self) -> dict:
+        return {"property": self.property, "component": self.component, "status": self.status,
+                "examples": self.examples, "replay": self.replay, "minimal_example": self.minimal_example,
+                "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file}
+
+
+@contextlib.contextmanager
+def quiet_target():
+    """Targets may print or warn about drops; neither may reach our stdout or become an error."""
+    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedSampleWarning)
+        yield
+
+
+def guarded_check(prop: Property, component: Component, ex: Any) -> None:
+    """Run a check; a crash of the target on a valid example is a violation, not a harness error."""
+    try:
+        prop.check(component, ex)
+    except (PropertyViolation, HypothesisException):
+        raise
+    except Exception as e:  # noqa: BLE001
+        text = " ".join(str(e).split())
+        raise PropertyViolation(f"{prop.name}: the target raised {type(e).__name__}: {text}") from e
+
+
+def _settings(rs: RunSettings) -> settings:
+    profiles.register()
+    base = settings.default if rs.profile is None else settings.get_profile(rs.profile)
+    phases = [p for p in base.phases if rs.shrink or p is not Phase.shrink]
+    if rs.explicit and Phase.explicit not in phases:
+        phases.insert(0, Phase.explicit)
+    return settings(base, database=DirectoryBasedExampleDatabase(rs.database) if rs.database else None,
+                    max_examples=rs.max_examples or base.max_examples, deadline=None, print_blob=True,
+                    report_multiple_bugs=False, verbosity=Verbosity.quiet, phases=phases,
+                    suppress_health_check=list(HealthCheck))
+
+
+def _blob(exc: BaseException) -> str | None:
+    for note in getattr(exc, "__notes__", ()):
+        start = note.find("@reproduce_failure(")
+        if start >= 0:
+            return note[start:note.index(")", start) + 1]
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def skip_reason(target: Target, prop: Property, component: Component | None) -> str | None:
+    """Why ``prop`` does not run on ``component`` of ``target`` (None: it runs). Component None
+    stands for "no component of a kind the property applies to"."""
+    if target.unavailable:
+        return target.unavailable
+    if component is None:
+        return (f"applies to {'/'.join(sorted(prop.kinds))} components; "
+                f"{target.name} has {', '.join(target.kinds()) or 'no'} components")
+    return prop.skip_reason(component)
+
+
+def skipped(target: Target, prop: Property, component: Component | None, reason: str) -> Result:
+    return Result(target=target.name, property=prop.name, component=component.name if component else "-",
+                  status="skip", message=reason)
+
+
+def run_property(target: Target, prop: Property, component: Component, rs: RunSettings = RunSettings()) -> Result:
+    """Search for a counterexample to ``prop`` on ``component``; pass, fail (with the minimal example) or skip."""
+    reason = skip_reason(target, prop, component)
+    if reason:
+        return skipped(target, prop, component, reason)
+    base = dict(target=target.name, property=prop.name, component=component.name, seed=rs.seed)
+    state: dict[str, Any] = {"n": 0, "failing": None, "message": ""}
+
+    def property_test(ex):
+        state["n"] += 1
+        try:
+            guarded_check(prop, component, ex)
+        except PropertyViolation as e:
+            state["failing"], state["message"] = ex, str(e)
+            raise
+
+    test = given(prop.examples(component))(property_test)
+    for encoded in rs.explicit:
+        try:
+            test = example(prop.decode(encoded))(test)
+        except Exception as e:  # noqa: BLE001 - a stale corpus entry must not hide the search itself
+            warnings.warn(f"{prop.name}[{component.name}]: skipping an explicit example that no longer decodes "
+                          f"({type(e).__name__}: {e})", stacklevel=2)
+    test = seed(rs.seed)(_settings(rs)(test))
+    # One database entry per (target, component, property): the same search replays its own failures.
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = (
+        f"{target.name}|{component.name}|{prop.name}".encode())
+    try:
+        with quiet_target():
+            test()
+    except PropertyViolation as e:
+        return Result(**base, status="fail", examples=state["n"], message=state["message"] or str(e),
+                      minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None,
+                      blob=_blob(e))
+    except BaseException as e:  # noqa: BLE001 - Flaky, Unsatisfiable, health checks: reported, never hidden
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        flaky = "Flaky" in type(e).__name__
+        what = "flaky: the check failed and then passed on the same example" if flaky else f"hypothesis: {type(e).__name__}"
+        return Result(**base, status="fail", examples=state["n"], message=f"{what}: {state['message'] or _first_line(e)}",
+                      minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None)
+    return Result(**base, status="pass", examples=state["n"])
+
+
+def plan(target: Target, only: Iterable[str] | None = None) -> list[tuple[Property, Component | None]]:
+    """(property, component) pairs to run, in report order; component None: the property applies to
+    no component of this target (a skip row says why)."""
+    wanted = None if only is None else set(only)
+    pairs: list[tuple[Property, Component | None]] = []
+    for prop in properties():
+        if wanted is not None and prop.name not in wanted:
+            continue
+        matching = [c for c in target.components if c.kind in prop.kinds]
+        if matching:
+            pairs.extend((prop, c) for c in matching)
+        else:
+            pairs.append((prop, None))
+    return pairs
+
+
+def run_target(target: Target, rs: RunSettings = RunSettings(), only: Iterable[str] | None = None) -> list[Result]:
+    out = []
+    for prop, component in plan(target, only):
+        reason = skip_reason(target, prop, component)
+        out.append(skipped(target, prop, component, reason) if reason else run_property(target, prop, component, rs))
+    return out
+
+
+def replay_example(target: Target, prop: Property, component_name: str, encoded: dict) -> Result:
+    """Run one saved example, exactly, outside Hypothesis."""
+    base = dict(target=target.name, property=prop.name, component=component_name)
+    component = target.component(component_name)
+    if component is None and not target.unavailable:
+        have = ", ".join(c.name for c in target.components)
+        return Result(**base, status="skip", message=f"{target.name} has no component {component_name!r} (it has {have})")
+    reason = skip_reason(target, prop, component)
+    if reason:
+        return Result(**base, status="skip", message=reason)
+    try:
+        with quiet_target():
+            guarded_check(prop, component, prop.decode(encoded))
+    except PropertyViolation as e:
+        return Result(**base, status="fail", examples=1, message=str(e), minimal_example=encoded)
+    return Result(**base, status="pass", examples=1)
+
+
+def hypothesis_version() -> str:
+    return hypothesis.__version__

@@ -1,0 +1,34 @@
+"""Targets: what the property suite runs against. ``resolve(name)`` is the one entry point.
+
+Names: ``dynbsz``, ``veomni``, ``mutant:NAME`` (properties/mutants.py) or ``MODULE:FACTORY``
+(see ``properties.targets.user``). Bad names raise ``TargetError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+from .base import KINDS, Component, PackerComponent, Target, TargetError
+from .builtin import BUILTIN
+from .mutant import PREFIX as MUTANT_PREFIX
+from .mutant import mutant_target
+from .user import user_target
+
+__all__ = ["KINDS", "Component", "PackerComponent", "Target", "TargetError", "resolve", "names"]
+
+
+def names() -> list[str]:
+    from .. import mutants
+
+    return list(BUILTIN) + [MUTANT_PREFIX + m.name for m in mutants.MUTANTS]
+
+
+def resolve(name: str) -> Target:
+    if not isinstance(name, str) or not name:
+        raise TargetError(f"target must be a non-empty name, got {name!r}")
+    if name.startswith(MUTANT_PREFIX):
+        return mutant_target(name[len(MUTANT_PREFIX):])
+    if name in BUILTIN:
+        return BUILTIN[name]()
+    if ":" in name:
+        return user_target(name)
+    raise TargetError(f"unknown target {name!r}; allowed values: {', '.join(BUILTIN)}, mutant:NAME "
+                      "(python -m properties list), or MODULE:FACTORY")

@@ -1,0 +1,52 @@
+"""``mutant:NAME``: a deliberately broken variant of dynbsz (properties/mutants.py) as a target.
+
+A packer mutant is tested as dynbsz's ``packer`` component; a gate mutant stands in
+for the gate family it replaces (component ``gate:fixed`` etc.), so every example
+found on a mutant replays on dynbsz under the same component name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from dynbsz.config import PackerConfig
+from dynbsz.packer import GreedyPacker
+
+from .. import mutants
+from .base import Target, TargetError
+from .builtin import GATE_FAMILIES, build_gate, gate_component, packer_component
+
+PREFIX = "mutant:"
+
+
+def _packer_target(m: mutants.Mutant) -> Target:
+    def make(config: PackerConfig, spec: dict[str, Any]):
+        return m.make(config, build_gate(spec, config.budget))
+
+    return Target(name=PREFIX + m.name, description=m.description, components=(packer_component(make),))
+
+
+def _gate_target(m: mutants.Mutant) -> Target:
+    if m.replaces not in GATE_FAMILIES:
+        raise TargetError(f"mutant {m.name!r} replaces gate family {m.replaces!r}; allowed values: "
+                          f"{', '.join(GATE_FAMILIES)}")
+
+    def make(config: PackerConfig, spec: dict[str, Any]):
+        return GreedyPacker(config, m.make(**{k: v for k, v in spec.items() if k != "kind"}))
+
+    return Target(name=PREFIX + m.name, description=m.description, components=(gate_component(m.replaces, make),))
+
+
+# Mutants of other kinds register an adapter here (the loader properties add "loader").
+ADAPTERS: dict[str, Callable[[mutants.Mutant], Target]] = {"packer": _packer_target, "gate": _gate_target}
+
+
+def mutant_target(name: str) -> Target:
+    m = mutants.by_name(name)
+    if m is None:
+        raise TargetError(f"unknown mutant {name!r}; allowed values: {', '.join(x.name for x in mutants.MUTANTS)}")
+    adapter = ADAPTERS.get(m.component)
+    if adapter is None:
+        return Target(name=PREFIX + name, description=m.description,
+                      unavailable=f"no adapter for {m.component} mutants is installed")
+    return adapter(m)

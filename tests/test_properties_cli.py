@@ -1,0 +1,180 @@
+"""``python -m properties``: check, replay, mutants, fuzz and list; JSON shape, tables, exit codes.
+
+Run in-process through ``main(argv)`` with few examples (the point is the plumbing, not the
+search), plus one real subprocess to prove the module entry point and its stdout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from properties import cli, mutants, registry
+from properties.runner import RunSettings
+
+RESULT_KEYS = {"property", "component", "status", "examples", "replay", "minimal_example"}
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check(capsys, tmp_path, target, *extra) -> tuple[int, dict]:
+    code, out, _ = run(capsys, "check", "--target", target, "--json", "--max-examples", "5", "--database", "none",
+                       "--corpus", str(tmp_path / "corpus"), *extra)
+    return code, json.loads(out)
+
+
+def test_check_dynbsz_json_passes_and_counts_examples(capsys, tmp_path):
+    code, doc = check(capsys, tmp_path, "dynbsz")
+    assert code == 0
+    assert doc["target"] == "dynbsz" and doc["profile"] == "ci" and doc["seed"] == 0
+    assert doc["results"] and all(RESULT_KEYS <= set(r) for r in doc["results"])
+    assert {r["status"] for r in doc["results"]} == {"pass"}
+    # the counter in the test function: exactly the examples asked for, on every row
+    assert {r["examples"] for r in doc["results"]} == {5}
+    assert {r["property"] for r in doc["results"]} == {p.name for p in registry.properties()}
+    assert not (tmp_path / "corpus").exists()  # nothing failed, nothing saved
+
+
+def test_check_a_mutant_fails_saves_and_prints_one_replay_command(capsys, tmp_path):
+    code, doc = check(capsys, tmp_path, "mutant:gate-as-capacity", "--max-examples", "60")
+    assert code == 1
+    by_status = {}
+    for r in doc["results"]:
+        by_status.setdefault(r["status"], []).append(r)
+    assert {r["property"] for r in by_status["fail"]} >= {"gate_rule"}
+    assert all("applies to packer" in r["message"] for r in by_status["skip"])
+    for r in by_status["fail"]:
+        assert r["replay"].startswith("python -m properties replay ") and Path(r["file"]).exists()
+        assert r["minimal_example"]["gate"]["kind"] == "fixed" and r["message"]
+        assert r["blob"].startswith("@reproduce_failure(")
+
+
+def test_table_by_default(capsys, tmp_path):
+    code, out, _ = run(capsys, "check", "--target", "mutant:gate-strict-count", "--property", "gate_rule",
+                       "--database", "none", "--corpus", str(tmp_path))
+    assert code == 1
+    assert out.splitlines()[1].split() == ["property", "component", "status", "examples", "note"]
+    assert "FAIL gate_rule [gate:fixed]" in out and "replay: python -m properties replay" in out
+    assert "0 passed, 1 failed, 0 skipped" in out
+
+
+def test_replay_round_trip(capsys, tmp_path):
+    code, doc = check(capsys, tmp_path, "mutant:eager-drain", "--property", "resume", "--max-examples", "60")
+    assert code == 1
+    path = doc["results"][0]["file"]
+    code, out, _ = run(capsys, "replay", path)
+    assert code == 1 and out.startswith("FAIL resume [packer] on mutant:eager-drain")
+    code, out, _ = run(capsys, "replay", path, "--target", "dynbsz", "--json")
+    assert code == 0 and json.loads(out)["status"] == "pass"
+    entry = json.loads(Path(path).read_text())
+    assert entry["expect"] == {"mutant:eager-drain": "fail", "dynbsz": "pass"}
+    assert entry["example"]["restore_after"]  # the mid-run checkpoint is part of the saved example
+
+
+def test_replay_bad_files(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    code, _, err = run(capsys, "replay", str(bad))
+    assert code == 2 and "format is 'something else'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "replay", str(tmp_path / "missing.json"))
+    assert code == 2 and "no such regression file" in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["check", "--target", "nope"], "unknown target 'nope'"),
+    (["check", "--target", "mutant:nope"], "unknown mutant 'nope'"),
+    (["check", "--target", "json:nothing"], "module 'json' has no attribute 'nothing'"),
+    (["check", "--target", "os:getcwd"], "the factory returned str"),
+    (["check", "--target", "dynbsz", "--property", "nope"], "--property 'nope' is not a property; allowed values"),
+    (["check", "--target", "dynbsz", "--max-examples", "0"], "--max-examples must be > 0"),
+    (["mutants", "--mutant", "nope"], "unknown mutant 'nope'"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, says):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("python -m properties: error: ") and says in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_bad_target_with_json_still_prints_json(capsys):
+    code, out, _ = run(capsys, "check", "--target", "nope", "--json")
+    assert code == 2 and "unknown target" in json.loads(out)["error"]
+
+
+def test_mutants_report_json(capsys):
+    code, out, _ = run(capsys, "mutants", "--json", "--mutant", "gate-as-capacity", "--mutant", "drain-stops-early")
+    doc = json.loads(out)
+    assert code == 0 and doc["total"] == 2 and doc["killed"] == 2 and doc["survived"] == []
+    for m in doc["mutants"]:
+        assert m["status"] == "killed" and m["killed_by"] and m["message"] and m["examples"] > 0
+        prop = m["killed_by"][0].split("[")[0]
+        assert prop in {p.name for p in registry.properties()}
+
+
+def test_a_surviving_mutant_fails_the_report(capsys, monkeypatch):
+    from dynbsz import GreedyPacker
+
+    equivalent = mutants.Mutant("not-a-bug", "packer", "the real packer under another name", GreedyPacker)
+    monkeypatch.setattr(mutants, "MUTANTS", mutants.MUTANTS + (equivalent,))
+    code, out, _ = run(capsys, "mutants", "--mutant", "not-a-bug", "--max-examples", "5")
+    assert code == 1
+    assert "SURVIVED not-a-bug" in out and "0 of 1 mutants killed" in out
+
+
+def test_fuzz_saves_every_failure_and_stops_on_time(capsys, tmp_path):
+    corpus = tmp_path / "fuzzed"
+    code, out, err = run(capsys, "fuzz", "--target", "mutant:margin-on-pool-cap", "--minutes", "0.05", "--seed", "3",
+                         "--property", "gate_rule", "--corpus", str(corpus),
+                         "--database", "none", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["seed"] == 3 and doc["rounds"] >= 1
+    failed = [r for r in doc["results"] if r["status"] == "fail"]
+    assert [r["property"] for r in failed] == ["gate_rule"]
+    assert all(r["replay"] and Path(r["replay"].split()[-1]).exists() for r in failed)
+    assert sorted(map(str, corpus.glob("*.json"))) == sorted(doc["saved"])
+    assert "fuzzing mutant:margin-on-pool-cap" in err
+
+
+def test_fuzz_rounds_grow_and_respect_the_clock(tmp_path):
+    from properties.fuzz import fuzz
+    from properties.targets import resolve
+
+    reads = iter(range(0, 10_000))
+    clock = lambda: 3.0 * next(reads)  # noqa: E731 - every read of the clock is 3 "seconds" later
+    report = fuzz(resolve("dynbsz"), minutes=1.0, seed=7, corpus_dir=tmp_path, only=["minimum_gate"],
+                  profile="dev", clock=clock)
+    assert not report.failed and not list(tmp_path.iterdir())
+    assert [p.component for p in report.pairs] == ["packer", "gate:fixed", "gate:token_aware", "gate:context_aware"]
+    # every pair ran in round one, a second round started, and nothing ran once the minute was up
+    assert report.rounds >= 2 and all(p.rounds >= 1 and p.examples >= 10 for p in report.pairs)
+    assert sum(p.seconds for p in report.pairs) <= 60.0
+
+
+def test_list_names_targets_properties_and_mutants(capsys):
+    code, out, _ = run(capsys, "list", "--json")
+    doc = json.loads(out)
+    assert code == 0 and "dynbsz" in doc["targets"] and doc["profiles"] == ["ci", "dev", "fuzz"]
+    assert len(doc["mutants"]) == len(mutants.MUTANTS) >= 12
+
+
+def test_module_entry_point_keeps_stdout_json_only(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "properties", "check", "--target", "veomni", "--json",
+                           "--property", "warmup", "--max-examples", "3", "--database", "none",
+                           "--corpus", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    doc = json.loads(proc.stdout)  # VeOmni's import-time logging must not land here
+    assert proc.returncode == 0 and doc["target"] == "veomni"
+    assert doc["results"][0]["status"] in ("pass", "skip")
+
+
+def test_run_settings_reject_bad_values():
+    with pytest.raises(ValueError, match="allowed values: ci, dev, fuzz"):
+        RunSettings(profile="fast")
+    with pytest.raises(ValueError, match="max_examples must be >= 1"):
+        RunSettings(max_examples=0)
