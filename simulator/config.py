@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,6 +97,16 @@ class LoaderConfig:
                                   f"got {self.shard_sizes!r}")
             for s in self.shard_sizes:
                 check_int("shard size", s, minimum=0)
+
+    @classmethod
+    def for_loader(cls, config: Any, **timing: Any) -> "LoaderConfig":
+        """The model of a dynbsz loader (``dynbsz.loader_config.LoaderConfig``, main runtime):
+        same knobs, map-style, the same (seed, epoch) order; ``timing`` sets the model-only fields
+        (``worker_startup_s``, ``task_overhead_s``, ``result_latency_s``)."""
+        return cls(num_workers=config.num_workers, prefetch_factor=config.prefetch_factor if config.num_workers else None,
+                   batch_size=config.fetch_batch_size, in_order=config.in_order,
+                   persistent_workers=config.persistent_workers and config.num_workers > 0,
+                   shuffle_seed=config.seed if config.shuffle else None, **timing)
 
     @property
     def prefetch(self) -> int:

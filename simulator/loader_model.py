@@ -44,6 +44,8 @@ import numpy as np
 from dynbsz.errors import ConfigError
 from dynbsz.workload import Trace
 
+from dynbsz.order import epoch_order
+
 from .config import LoaderConfig, StepTime
 from .engine import CausalityError, EventQueue
 
@@ -157,9 +159,7 @@ class LoaderModel:
 
     def _order(self, epoch_seen: int) -> np.ndarray:
         seed = self.cfg.shuffle_seed
-        if seed is None:
-            return np.arange(self.n, dtype=np.int64)
-        return np.random.default_rng([seed, epoch_seen]).permutation(self.n).astype(np.int64)
+        return epoch_order(self.n, seed, epoch_seen, shuffle=seed is not None)
 
     def _batches(self, rows: np.ndarray, base: int) -> tuple[list, list, list, list]:
         """Split ``rows`` (positions base..base+len) into batch_size chunks: lo, hi, cost, tokens."""
