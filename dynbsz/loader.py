@@ -169,7 +169,93 @@ def _torchdata_quiet():
         log.setLevel(level)
 
 
-class DynamicBatchLoader:
+class EpochLoader:
+    """What both runtimes share: the current epoch and moving to the next, the live iterator (held
+    weakly), closing, and turning micro-batches into steps. A subclass provides ``_run`` (the
+    current epoch's steps), ``_done``, ``_reset_progress`` and ``_progress_note``."""
+
+    config: LoaderConfig
+    collate_fn: Callable | None
+
+    def _init_epochs(self) -> None:
+        self.epoch = 0
+        self.steps = 0
+        self._started = False
+        self._finished = False
+        self._after_yield = False      # the last thing that happened was a step handed to the caller
+        self._live: weakref.ref | None = None   # the running epoch iterator, if any (weak: no cycle)
+        self._dl: StatefulDataLoader | None = None
+
+    def _done(self) -> bool:
+        raise NotImplementedError
+
+    def _reset_progress(self) -> None:
+        raise NotImplementedError
+
+    def _progress_note(self) -> str:
+        raise NotImplementedError
+
+    def _run(self) -> Iterator[Step]:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch to iterate. A no-op for the current epoch, so a restored loader keeps its place."""
+        check_int("epoch", epoch, minimum=0)
+        if epoch == self.epoch:
+            return
+        if self._started and not self._done():
+            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished ({self._progress_note()}): "
+                              "iterate the loader to the end of the epoch first; switching now would drop those "
+                              "samples")
+        self._start_epoch(epoch)
+
+    def _start_epoch(self, epoch: int) -> None:
+        self.close()
+        self.epoch = epoch
+        self._reset_progress()
+        self._started = self._finished = self._after_yield = False
+
+    def close(self) -> None:
+        """Stop the running epoch iterator, if any; non-persistent workers exit. Progress is kept:
+        iterating again continues where the last handed-out step left off."""
+        live = self._live() if self._live is not None else None
+        self._live = None
+        if live is not None:
+            live.close()
+        if not self.config.persistent_workers:
+            self._dl = None
+
+    def __iter__(self) -> Iterator[Step]:
+        """Iterate the rest of the current epoch. After a finished epoch, the next one starts.
+
+        Dropping the iterator mid-epoch loses nothing: what was prefetched but not handed out is
+        produced again by the next iterator, as after a restore.
+        """
+        live = self._live() if self._live is not None else None
+        if live is not None:
+            return live
+        if self._finished:
+            self._start_epoch(self.epoch + 1)
+        else:
+            self._before_run()
+        it = _StepIterator(self._run())
+        self._live = weakref.ref(it)
+        return it
+
+    def _before_run(self) -> None:
+        """Hook: prepare to continue an epoch whose previous iterator was dropped."""
+
+    def _emit(self, mbs: list[MicroBatch], partial: bool, datas: list | None = None) -> Iterator[Step]:
+        if datas is None and self.collate_fn is not None:
+            datas = [self.collate_fn(mb) for mb in mbs]
+        step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if datas is not None else None, partial)
+        self.steps += 1
+        self._after_yield = True
+        yield step
+        self._after_yield = False
+
+
+class DynamicBatchLoader(EpochLoader):
     """Main-runtime loader over a map-style dataset. Use ``build_loader`` to construct one."""
 
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
@@ -193,16 +279,10 @@ class DynamicBatchLoader:
         self.collate_fn = collate_fn
         self.tokens_fn = tokens_fn
         self.source_fn = source_fn
-        self.epoch = 0
-        self.steps = 0
+        self._init_epochs()
         self._ledger = DeliveryLedger()
         self._order_cache: tuple[int, Any] | None = None
         self._refetch: list = []       # buffered ids whose payloads must be re-read after a restore
-        self._started = False
-        self._finished = False
-        self._after_yield = False      # the last thing that happened was a step handed to the caller
-        self._live: weakref.ref | None = None   # the running epoch iterator, if any (weak: no cycle)
-        self._dl: StatefulDataLoader | None = None
 
     # ---- epochs ------------------------------------------------------------------------------
 
@@ -222,50 +302,14 @@ class DynamicBatchLoader:
         return self._finished or (self._ledger.count() == self.epoch_length() and not self._refetch
                                   and (self.packer is None or len(self.packer) == 0))
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch to iterate. A no-op for the current epoch, so a restored loader keeps its place."""
-        check_int("epoch", epoch, minimum=0)
-        if epoch == self.epoch:
-            return
-        if self._started and not self._done():
-            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished "
-                              f"({self._ledger.count()}/{self.epoch_length()} samples delivered, "
-                              f"{len(self.packer) if self.packer else 0} buffered): iterate the loader to the end "
-                              "of the epoch first; switching now would drop those samples")
-        self._start_epoch(epoch)
-
-    def _start_epoch(self, epoch: int) -> None:
-        self.close()
-        self.epoch = epoch
+    def _reset_progress(self) -> None:
         self._ledger = DeliveryLedger()
-        self._started = self._finished = self._after_yield = False
 
-    def close(self) -> None:
-        """Stop the running epoch iterator, if any; non-persistent workers exit. Progress is kept:
-        iterating again continues where the last handed-out step left off."""
-        live = self._live() if self._live is not None else None
-        self._live = None
-        if live is not None:
-            live.close()
-        if not self.config.persistent_workers:
-            self._dl = None
+    def _progress_note(self) -> str:
+        return (f"{self._ledger.count()}/{self.epoch_length()} samples delivered, "
+                f"{len(self.packer) if self.packer else 0} buffered")
 
     # ---- iteration ---------------------------------------------------------------------------
-
-    def __iter__(self) -> Iterator[Step]:
-        """Iterate the rest of the current epoch. After a finished epoch, the next one starts.
-
-        Dropping the iterator mid-epoch loses nothing: samples prefetched but not handed out are
-        simply fetched again by the next iterator, as after a restore.
-        """
-        live = self._live() if self._live is not None else None
-        if live is not None:
-            return live
-        if self._finished:
-            self._start_epoch(self.epoch + 1)
-        it = _StepIterator(self._run())
-        self._live = weakref.ref(it)
-        return it
 
     def _inner(self) -> StatefulDataLoader:
         if not self.config.persistent_workers:
@@ -363,14 +407,6 @@ class DynamicBatchLoader:
             payloads.append(sample)
         return MicroBatch(tuple(ids), tuple(toks), tuple(toks), tuple(srcs), tuple(payloads), self.steps, self.steps,
                           0, False)
-
-    def _emit(self, mbs: list[MicroBatch], partial: bool) -> Iterator[Step]:
-        data = tuple(self.collate_fn(mb) for mb in mbs) if self.collate_fn is not None else None
-        step = Step(self.steps, self.epoch, tuple(mbs), data, partial)
-        self.steps += 1
-        self._after_yield = True
-        yield step
-        self._after_yield = False
 
     # ---- checkpointing -----------------------------------------------------------------------
 

@@ -35,9 +35,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
-from .errors import ConfigError, SampleFetchError, check_int
+from .errors import ConfigError, SampleFetchError
 from .gates import Gate, resolve_gate
-from .loader import Step, _torchdata_quiet, check_loader_state, default_source, default_tokens, STATE_FORMAT
+from .loader import (STATE_FORMAT, EpochLoader, Step, _torchdata_quiet, check_loader_state, default_source,
+                     default_tokens)
 from .loader_config import LoaderConfig
 from .order import rank_order
 from .packer import GreedyPacker, MicroBatch
@@ -113,7 +114,7 @@ class PackingStream(IterableDataset):
                 "data": self.collate_fn(mb) if self.collate_fn is not None else None}
 
 
-class WorkerRuntimeLoader:
+class WorkerRuntimeLoader(EpochLoader):
     """Loader with runtime='worker'. Same interface as ``DynamicBatchLoader``."""
 
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
@@ -142,14 +143,10 @@ class WorkerRuntimeLoader:
         self.num_streams = max(1, self.config.num_workers)
         self.collate_fn, self.tokens_fn, self.source_fn = collate_fn, tokens_fn, source_fn
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [epoch, generation]
-        self.epoch = 0
-        self.steps = 0
+        self._init_epochs()
         self._streams: dict[str, dict] = {}   # logical stream -> state of its last handed-out micro-batch
         self._last_stream: int | None = None
         self._plan: dict | None = None       # what a restored loader's workers resume from
-        self._started = self._finished = False
-        self._live = None
-        self._dl: StatefulDataLoader | None = None
         self._generation = 0
 
     # ---- epochs ------------------------------------------------------------------------------
@@ -166,48 +163,19 @@ class WorkerRuntimeLoader:
         return all(s["consumed"] == len(range(int(k), self.epoch_length(), self.num_streams)) and not s["packer"]["buffer"]["ids"]
                    for k, s in self._streams.items())
 
-    def set_epoch(self, epoch: int) -> None:
-        check_int("epoch", epoch, minimum=0)
-        if epoch == self.epoch:
-            return
-        if self._started and not self._done():
-            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished: iterate the loader to the "
-                              "end of the epoch first; switching now would drop the samples still in the workers")
-        self._start_epoch(epoch)
-
-    def _start_epoch(self, epoch: int) -> None:
-        self.close()
-        self.epoch = epoch
+    def _reset_progress(self) -> None:
         self._streams, self._last_stream, self._plan = {}, None, None
-        self._started = self._finished = False
 
-    def close(self) -> None:
-        live = self._live() if self._live is not None else None
-        self._live = None
-        if live is not None:
-            live.close()
-        if not self.config.persistent_workers:
-            self._dl = None
+    def _progress_note(self) -> str:
+        return f"{len(self._streams)}/{self.num_streams} worker streams under way"
 
     # ---- iteration ---------------------------------------------------------------------------
 
-    def __iter__(self):
-        import weakref
-
-        from .loader import _StepIterator
-
-        live = self._live() if self._live is not None else None
-        if live is not None:
-            return live
-        if self._finished:
-            self._start_epoch(self.epoch + 1)
-        elif self._started and self._plan is None:
+    def _before_run(self) -> None:
+        if self._started and self._plan is None:
             # The previous iterator was dropped mid-epoch: its workers' unhanded output is gone,
             # so the streams restart from what was handed out, exactly as after a restore.
             self._plan = self._plan_from_progress()
-        it = _StepIterator(self._run())
-        self._live = weakref.ref(it)
-        return it
 
     def _inner(self) -> StatefulDataLoader:
         if not self.config.persistent_workers or self._plan is not None:
@@ -252,16 +220,12 @@ class WorkerRuntimeLoader:
             pending.append(item["mb"])
             datas.append(item["data"])
             if len(pending) == mbps:
-                yield from self._emit(pending, datas, partial=False)
+                yield from self._emit(pending, False, datas if self.collate_fn is not None else None)
                 pending, datas = [], []
         if pending:
-            yield from self._emit(pending, datas, partial=True)
+            yield from self._emit(pending, True, datas if self.collate_fn is not None else None)
         self._finished = True
-
-    def _emit(self, mbs: list, datas: list, partial: bool) -> Iterator[Step]:
-        step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if self.collate_fn is not None else None, partial)
-        self.steps += 1
-        yield step
+        self._after_yield = False
 
     # ---- checkpointing -----------------------------------------------------------------------
 
