@@ -28,7 +28,7 @@ import numpy as np
 NEVER_FITS = 1 << 40
 
 # Below this many candidates a plain Python walk beats another vectorized phase.
-_PY_TAIL = 24
+_PY_TAIL = 64
 
 
 def select_reference(tokens, budget: int, physical=None, cap: int | None = None, alone=None) -> list[int]:
@@ -96,25 +96,17 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
     start += 1
     if rem <= 0 or start >= n:
         return taken
-    # Phase B: from here on most samples are too long for what remains. Filter to the ones
-    # that fit, take the prefix whose running sum fits, drop the first that does not, repeat.
+    # Phase B: from here on most samples are too long for what remains. One vectorized filter
+    # keeps the candidates that fit now (nothing else can fit later); while there are many,
+    # take the prefix whose running sum fits and re-filter after the first miss; the last few
+    # are walked in Python, which beats another vectorized round.
     lens = tokens[start:]
-    pos = None  # None: positions are implicit (start + index), saving an arange per cut
-    while True:
-        if lens.shape[0] <= _PY_TAIL:
-            idx = range(start, n) if pos is None else pos.tolist()
-            for i, length in zip(idx, lens.tolist()):
-                if length <= rem:
-                    taken.append(i)
-                    rem -= length
-                    if rem <= 0:
-                        break
-            return taken
-        cand = (lens <= rem).nonzero()[0]
-        if cand.shape[0] == 0:
-            return taken
-        pos = cand + start if pos is None else pos[cand]
-        lens = lens[cand]
+    cand = (lens <= rem).nonzero()[0]
+    if cand.shape[0] == 0:
+        return taken
+    pos = cand + start
+    lens = lens[cand]
+    while lens.shape[0] > _PY_TAIL:
         csum = lens.cumsum()
         k = int(csum.searchsorted(rem, side="right"))
         if k:
@@ -123,8 +115,16 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
         if k == lens.shape[0] or rem <= 0:
             return taken
         # Candidate k no longer fits and never will again in this walk: drop it and re-filter.
-        pos = pos[k + 1:]
-        lens = lens[k + 1:]
+        keep = (lens[k + 1:] <= rem).nonzero()[0]
+        pos = pos[k + 1:][keep]
+        lens = lens[k + 1:][keep]
+    for i, length in zip(pos.tolist(), lens.tolist()):
+        if length <= rem:
+            taken.append(i)
+            rem -= length
+            if rem <= 0:
+                break
+    return taken
 
 
 def _select_capped(tokens, physical, rem, rem_p, taken):
