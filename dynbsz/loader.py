@@ -210,20 +210,26 @@ class EpochLoader:
         self._start_epoch(epoch)
 
     def _start_epoch(self, epoch: int) -> None:
-        self.close()
+        self._stop()
         self.epoch = epoch
         self._reset_progress()
         self._started = self._finished = self._after_yield = False
 
-    def close(self) -> None:
-        """Stop the running epoch iterator, if any; non-persistent workers exit. Progress is kept:
-        iterating again continues where the last handed-out step left off."""
+    def _stop(self) -> None:
+        """Stop the running epoch iterator; non-persistent workers exit, persistent ones stay for
+        the next epoch."""
         live = self._live() if self._live is not None else None
         self._live = None
         if live is not None:
             live.close()
         if not self.config.persistent_workers:
             self._dl = None
+
+    def close(self) -> None:
+        """Stop iterating and shut every worker down, persistent ones included. Progress is kept:
+        iterating again starts fresh workers and continues after the last handed-out step."""
+        self._stop()
+        self._dl = None
 
     def __iter__(self) -> Iterator[Step]:
         """Iterate the rest of the current epoch. After a finished epoch, the next one starts.

@@ -117,6 +117,9 @@ class PackingStream(IterableDataset):
 class WorkerRuntimeLoader(EpochLoader):
     """Loader with runtime='worker'. Same interface as ``DynamicBatchLoader``."""
 
+    #: What each worker runs (a class attribute, so a variant can swap it).
+    stream_class = PackingStream
+
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(runtime="worker"), *, collate_fn: Callable | None = None,
                  tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source):
@@ -182,8 +185,8 @@ class WorkerRuntimeLoader(EpochLoader):
             self._dl = None  # a plan is baked into the dataset replica: fresh workers carry it
         if self._dl is None:
             c = self.config
-            stream = PackingStream(self.dataset, self.packer_config, self.gate, c, self.num_streams, self.control,
-                                   self._plan, self.collate_fn, self.tokens_fn, self.source_fn)
+            stream = self.stream_class(self.dataset, self.packer_config, self.gate, c, self.num_streams, self.control,
+                                       self._plan, self.collate_fn, self.tokens_fn, self.source_fn)
             kw: dict[str, Any] = dict(batch_size=None, num_workers=c.num_workers,
                                       persistent_workers=c.persistent_workers, in_order=c.in_order,
                                       pin_memory=c.pin_memory, timeout=c.timeout_s, collate_fn=first_item,

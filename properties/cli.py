@@ -1,6 +1,7 @@
 """``python -m properties``: run the property suite against a target from the command line.
 
     check    --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]   every property that applies
+             [--property P] [--component C] [--no-shrink]                   (only these; first failure as found)
     fuzz     --target ... --minutes M [--corpus DIR]                          a long run, saving every failure
     replay   FILE [--target NAME]                                             one saved failure, exactly
     mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
@@ -23,7 +24,7 @@ from typing import Sequence
 
 from . import corpus, mutants, profiles, registry, report
 from .runner import DEFAULT_DATABASE, Result, RunSettings, run_target
-from .targets import TargetError, names, resolve
+from .targets import MUTANT_PREFIX, TargetError, names, resolve
 
 PROG = "python -m properties"
 
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def search_options(sp, profile_default: str) -> None:
-        sp.add_argument("--target", required=True, help="dynbsz, veomni, mutant:NAME or MODULE:FACTORY")
+        sp.add_argument("--target", required=True, help="dynbsz, veomni, torchdata, mutant:NAME or MODULE:FACTORY")
         sp.add_argument("--property", action="append", dest="properties", metavar="NAME",
                         help="run only this property (repeatable; default: every one that applies)")
         sp.add_argument("--profile", choices=profiles.PROFILES, default=profile_default)
@@ -50,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     search_options(c, "ci")
     c.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0: the same search every time)")
     c.add_argument("--max-examples", type=int, help="override the profile's examples per property")
+    c.add_argument("--component", action="append", dest="components", metavar="NAME",
+                   help="run only this component of the target (repeatable; e.g. loader:main)")
+    c.add_argument("--no-shrink", action="store_true",
+                   help="report the first failing example as found instead of shrinking it (faster status tables)")
 
     f = sub.add_parser("fuzz", help="long run with fresh seeds until time is up, saving every failure")
     search_options(f, "fuzz")
@@ -96,8 +101,8 @@ def _check_positive(setting: str, value) -> None:
 
 
 def _seed_command(args, result: Result) -> str:
-    parts = [PROG, "check", "--target", args.target, "--property", result.property, "--profile", args.profile,
-             "--seed", str(result.seed)]
+    parts = PROG.split() + ["check", "--target", args.target, "--property", result.property, "--profile",
+                            args.profile, "--seed", str(result.seed)]
     if getattr(args, "max_examples", None):
         parts += ["--max-examples", str(args.max_examples)]
     return " ".join(shlex.quote(p) for p in parts)
@@ -107,7 +112,7 @@ def _saved(args, result: Result) -> Result:
     """Save a failure to the corpus and attach the command that replays it."""
     if result.status != "fail":
         return result
-    if result.minimal_example is not None:
+    if result.saveable:
         try:
             path = corpus.save(result, args.corpus)
         except OSError as e:
@@ -121,12 +126,22 @@ def _database(args) -> str | None:
     return None if args.database.lower() == "none" else args.database
 
 
+def _check_components(target, wanted: Sequence[str] | None) -> None:
+    have = [c.name for c in target.components]
+    bad = [w for w in wanted or () if w not in have]
+    if bad:
+        raise UsageError(f"--component {bad[0]!r} is not a component of {target.name}; allowed values: "
+                         f"{', '.join(have) or 'none'}")
+
+
 def cmd_check(args) -> int:
     _check_properties(args.properties)
     _check_positive("--max-examples", args.max_examples)
     target = resolve(args.target)
-    rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args))
-    results = [_saved(args, r) for r in run_target(target, rs, args.properties)]
+    _check_components(target, args.components)
+    rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args),
+                     shrink=not args.no_shrink)
+    results = [_saved(args, r) for r in run_target(target, rs, args.properties, args.components)]
     fmt = report.check_json if args.json else report.check_text
     _emit(fmt(target.name, results, profile=args.profile, seed=args.seed, description=target.description), args.json)
     return 1 if any(r.status == "fail" for r in results) else 0
@@ -185,13 +200,14 @@ def cmd_list(args) -> int:
     if args.json:
         _emit(doc, True)
         return 0
-    print("targets: " + ", ".join(doc["targets"][:2]) + ", mutant:NAME, MODULE:FACTORY")
+    builtin = [t for t in doc["targets"] if not t.startswith(MUTANT_PREFIX)]
+    print("targets: " + ", ".join(builtin) + ", mutant:NAME, MODULE:FACTORY")
     print("\nproperties:")
     for p in doc["properties"]:
-        print(f"  {p['property']:18} {'/'.join(p['applies_to']):13} {p['doc']}")
+        print(f"  {p['property']:18} {'/'.join(p['applies_to']):18} {p['doc']}")
     print("\nmutants (target mutant:NAME):")
     for m in doc["mutants"]:
-        print(f"  {m['mutant']:26} {m['component']:7} {m['description']}")
+        print(f"  {m['mutant']:31} {m['component']:7} {m['description']}")
     return 0
 
 

@@ -74,7 +74,8 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
             left = deadline - clock()
             if left <= 0:
                 break
-            n = min(chunk, ceiling)
+            # A loader example costs what a few packer examples do: start its first round smaller.
+            n = min(prop.examples_for(chunk, component), ceiling)
             if stats.examples and stats.seconds > 0:  # fit the run into the time left
                 n = max(MIN_CHUNK, min(n, int(left * stats.examples / stats.seconds)))
             rs = RunSettings(profile=profile, seed=seed + report.rounds, max_examples=n, database=database)
@@ -84,7 +85,7 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
             stats.examples += result.examples
             stats.rounds += 1
             if result.status == "fail":
-                if corpus_dir is not None and result.minimal_example is not None:
+                if corpus_dir is not None and result.saveable:
                     path = corpus.save(result, corpus_dir)
                     result = replace(result, file=str(path), replay=corpus.replay_command(path))
                     report.saved.append(str(path))

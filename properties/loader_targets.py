@@ -1,5 +1,8 @@
 """Loader targets for the loader properties: dynbsz's loader, a plain torchdata loader as most
-projects use it, and deliberately broken variants that the properties must catch."""
+projects use it, and deliberately broken variants that the properties must catch.
+
+Each is a factory ``make(scenario) -> loader`` for ``loader_props``; ``properties.targets``
+wraps them into ``LoaderComponent``s (what each promises and which knobs it has)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from dynbsz.loader_config import LoaderConfig
 from dynbsz.order import epoch_order
 from dynbsz.workload import Trace
 
-from .loader_props import LoaderScenario
+from .loader_props import LoaderScenario, default_ids_of
+from .skew_props import SKEW_WORKLOAD, SkewRun, SkewScenario
 
 
 @functools.lru_cache(maxsize=64)
@@ -51,6 +55,13 @@ def dynbsz_loader(sc: LoaderScenario):
     return build_loader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size), loader_config(sc))
 
 
+def step_signature(step) -> tuple:
+    """What an exact resume must reproduce of a dynbsz step: its global index, and each
+    micro-batch's ids and the budget it was cut against (warm-up resumes at the same step)."""
+    default_ids_of(step)  # payload integrity
+    return (step.index,) + tuple((tuple(mb.ids), mb.budget) for mb in step.micro_batches)
+
+
 # ---- a plain StatefulDataLoader, as most projects use it ------------------------------------
 
 class _PlainStep:
@@ -72,19 +83,27 @@ def ids_collate(batch: list) -> list:
 
 
 class PlainTorchdataLoader:
-    """``StatefulDataLoader(dataset, shuffle=True, generator=...)`` with its own state_dict; set_epoch
-    is what such projects usually forget, so it does nothing. One fetched batch per step."""
+    """``StatefulDataLoader(dataset, shuffle=True, generator=...)`` with its own state_dict, as most
+    projects use it; set_epoch is what such projects usually forget, so it does nothing. One
+    fetched batch (``fetch_batch_size`` samples) per step. With DP, the usual
+    ``StatefulDistributedSampler(num_replicas, rank, shuffle=True, seed)`` in place of shuffle."""
 
     def __init__(self, sc: LoaderScenario):
+        from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
         self.sc = sc
-        kw: dict[str, Any] = dict(batch_size=sc.fetch_batch_size, shuffle=True,
-                                  generator=torch.Generator().manual_seed(sc.shuffle_seed),
-                                  num_workers=sc.num_workers, in_order=sc.in_order, collate_fn=ids_collate,
+        dataset = TraceMapDataset(trace_of(sc))
+        kw: dict[str, Any] = dict(batch_size=sc.fetch_batch_size, num_workers=sc.num_workers, in_order=sc.in_order,
+                                  collate_fn=ids_collate,
                                   persistent_workers=sc.persistent_workers and sc.num_workers > 0)
+        if sc.dp_size > 1:
+            kw["sampler"] = StatefulDistributedSampler(dataset, num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True,
+                                                       seed=sc.shuffle_seed)
+        else:
+            kw.update(shuffle=True, generator=torch.Generator().manual_seed(sc.shuffle_seed))
         if sc.num_workers:
             kw["prefetch_factor"] = sc.prefetch_factor or 2
-        self.dl = StatefulDataLoader(TraceMapDataset(trace_of(sc)), **kw)
-        self._it = None
+        self.dl = StatefulDataLoader(dataset, **kw)
 
     def set_epoch(self, epoch: int) -> None:
         pass
@@ -99,7 +118,19 @@ class PlainTorchdataLoader:
         self.dl.load_state_dict(state)
 
     def close(self) -> None:
+        if self.dl is not None:
+            shutdown_workers(self.dl)
         self.dl = None
+
+
+def shutdown_workers(dl: Any) -> None:
+    """Stop a (Stateful)DataLoader's worker processes now rather than at garbage collection, so
+    the next loader's forked workers never inherit them. Only releases resources: the loader's
+    delivered stream is over when its owner closes it."""
+    it = getattr(dl, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+    dl._iterator = None
 
 
 def torchdata_loader(sc: LoaderScenario) -> PlainTorchdataLoader:
@@ -107,6 +138,27 @@ def torchdata_loader(sc: LoaderScenario) -> PlainTorchdataLoader:
 
 
 torchdata_loader.state_codec = "pickle"  # its state holds the sampler's generator tensor
+
+
+def torchdata_skew_runner(sc: SkewScenario) -> SkewRun:
+    """One epoch of the same plain StatefulDataLoader, batch 1. Its sampler order is what the same
+    loader delivers with in_order=True over a zero-cost copy of the dataset (torch hands out
+    in_order=True batches in sampler order, and the RandomSampler's permutation depends on how
+    many seeds the loader drew from the shared generator before it, which depends on the workers,
+    not on the costs)."""
+    trace = SKEW_WORKLOAD.sample(sc.num_samples, sc.data_seed)
+
+    def one_epoch(dataset, in_order: bool) -> list:
+        dl = StatefulDataLoader(dataset, batch_size=1, shuffle=True,
+                                generator=torch.Generator().manual_seed(sc.shuffle_seed), num_workers=sc.num_workers,
+                                prefetch_factor=sc.prefetch_factor, in_order=in_order, collate_fn=ids_collate)
+        try:
+            return [sid for batch in dl for sid in batch]
+        finally:
+            shutdown_workers(dl)
+
+    sampler_ids = one_epoch(TraceMapDataset(trace, time_scale=0.0), True)
+    return SkewRun(tuple(sampler_ids), tuple(one_epoch(TraceMapDataset(trace), sc.in_order)))
 
 
 # ---- broken variants -----------------------------------------------------------------------

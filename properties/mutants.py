@@ -18,9 +18,10 @@ from dynbsz.selection import select
 
 @dataclass(frozen=True)
 class Mutant:
-    """``make`` has the signature of what it replaces: a packer class ``(config, gate)``, or a gate
-    class taking its spec's fields. ``replaces`` names it: ``packer``, or for a gate the gate family
-    (``fixed``, ``token_aware``) whose component it stands in for."""
+    """``make`` has the signature of what it replaces: a packer class ``(config, gate)``, a gate
+    class taking its spec's fields, or a loader factory ``(LoaderScenario) -> loader``. ``replaces``
+    names it: ``packer``, for a gate the gate family (``fixed``, ``token_aware``), for a loader
+    the dynbsz loader component (``loader:main``, ``loader:worker``) it stands in for."""
 
     name: str
     component: str          # packer | gate | loader
@@ -219,8 +220,19 @@ PACKER_MUTANTS: tuple[Mutant, ...] = (
     Mutant("eager-drain", "packer", EagerDrain.__doc__, EagerDrain),
 )
 
-# Every mutant, all components; the loader properties add theirs here.
-MUTANTS: tuple[Mutant, ...] = PACKER_MUTANTS
+
+def _loader_mutants() -> tuple[Mutant, ...]:
+    # Loader mutants subclass dynbsz's loader classes (properties/loader_mutants.py); each is a
+    # loader factory standing in for the dynbsz loader component named in ``replaces``.
+    from .loader_mutants import factories
+
+    return tuple(Mutant(name, "loader", doc, make, component) for name, doc, make, component in factories())
+
+
+LOADER_MUTANTS: tuple[Mutant, ...] = _loader_mutants()
+
+# Every mutant, all components.
+MUTANTS: tuple[Mutant, ...] = PACKER_MUTANTS + LOADER_MUTANTS
 
 
 def by_name(name: str) -> Mutant | None:

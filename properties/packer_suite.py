@@ -147,7 +147,8 @@ GATE = frozenset({"gate"})
 
 def _prop(name, kinds, check, doc, not_for=lambda component: None, **strategy_kw) -> Property:
     return Property(name=name, kinds=kinds, doc=doc, check=check, encode=encode, decode=decode,
-                    examples=lambda component: examples(component, **strategy_kw), not_for=not_for)
+                    examples=lambda component: examples(component, **strategy_kw), not_for=not_for,
+                    example_type=PackerExample)
 
 
 PROPERTIES: tuple[Property, ...] = (

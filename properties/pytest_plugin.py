@@ -99,7 +99,7 @@ class SuiteCase:
             pytest.skip(result.message)
         if result.status == "fail":
             lines = [f"{self.property} [{self.component}] fails on {self.target}: {result.message}"]
-            if result.minimal_example is not None:
+            if result.saveable:
                 path = corpus.save(result, self.corpus)
                 lines.append(f"saved: {path}")
                 lines.append(f"replay: {corpus.replay_command(path)}")

@@ -14,6 +14,7 @@ far. The saved regression file, not the seed, is the exact reproduction.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import warnings
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
 
 from dynbsz.errors import DroppedSampleWarning
+from dynbsz.loader_config import LoaderWarning
 
 from . import profiles
 from .packer_props import PropertyViolation
-from .registry import Property, properties
+from .registry import Property, Unsupported, properties
 from .targets.base import Component, Target
 
 #: Hypothesis's own default location; .gitignore keeps it out of the repository and CI may cache it.
@@ -67,40 +69,66 @@ class Result:
     blob: str | None = None          # Hypothesis's @reproduce_failure blob, when there is one
     replay: str | None = None        # the one command that reproduces a failure (set once it is saved)
     file: str | None = None
+    flaky: bool = False              # failed, then passed on the same example (timing): not replayable
+
+    @property
+    def saveable(self) -> bool:
+        """A failure whose example replays: it may go to the regression corpus. A flaky one would
+        make the corpus flaky (a loader out of order fails by timing); its seed replays the search."""
+        return self.status == "fail" and self.minimal_example is not None and not self.flaky
 
     def to_json(self) -> dict:
         return {"property": self.property, "component": self.component, "status": self.status,
                 "examples": self.examples, "replay": self.replay, "minimal_example": self.minimal_example,
-                "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file}
+                "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file, "flaky": self.flaky}
+
+
+#: Libraries whose per-call log lines (torchdata's in_order=False caveat on every state_dict(),
+#: VeOmni's line per dropped sample) would bury a report; raised to ERROR while a check runs.
+NOISY_LOGGERS = ("torchdata", "veomni")
 
 
 @contextlib.contextmanager
 def quiet_target():
-    """Targets may print or warn about drops; neither may reach our stdout or become an error."""
-    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DroppedSampleWarning)
-        yield
+    """Targets may print, log or warn (about drops, in_order=False, worker counts); none of it may
+    reach our stdout or become an error. Property outcomes carry what matters."""
+    loggers = [logging.getLogger(name) for name in NOISY_LOGGERS]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DroppedSampleWarning)
+            warnings.simplefilter("ignore", LoaderWarning)
+            warnings.filterwarnings("ignore", message=".*(worker processes in total|set_vital|pin_memory).*")
+            yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
 
 
 def guarded_check(prop: Property, component: Component, ex: Any) -> None:
     """Run a check; a crash of the target on a valid example is a violation, not a harness error."""
     try:
         prop.check(component, ex)
-    except (PropertyViolation, HypothesisException):
+    except (PropertyViolation, HypothesisException, Unsupported):
         raise
     except Exception as e:  # noqa: BLE001
         text = " ".join(str(e).split())
         raise PropertyViolation(f"{prop.name}: the target raised {type(e).__name__}: {text}") from e
 
 
-def _settings(rs: RunSettings) -> settings:
+def _settings(rs: RunSettings, prop: Property | None = None, component: Component | None = None) -> settings:
     profiles.register()
     base = settings.default if rs.profile is None else settings.get_profile(rs.profile)
     phases = [p for p in base.phases if rs.shrink or p is not Phase.shrink]
     if rs.explicit and Phase.explicit not in phases:
         phases.insert(0, Phase.explicit)
+    # An explicit count is taken as asked; a profile's is scaled by what the property's examples cost.
+    examples = rs.max_examples or (prop.examples_for(base.max_examples, component) if prop is not None
+                                   else base.max_examples)
     return settings(base, database=DirectoryBasedExampleDatabase(rs.database) if rs.database else None,
-                    max_examples=rs.max_examples or base.max_examples, deadline=None, print_blob=True,
+                    max_examples=examples, deadline=None, print_blob=True,
                     report_multiple_bugs=False, verbosity=Verbosity.quiet, phases=phases,
                     suppress_health_check=list(HealthCheck))
 
@@ -145,6 +173,8 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         state["n"] += 1
         try:
             guarded_check(prop, component, ex)
+        except Unsupported:
+            hypothesis.reject()  # an explicit (corpus) example this component cannot run: not evidence
         except PropertyViolation as e:
             state["failing"], state["message"] = ex, str(e)
             raise
@@ -156,7 +186,7 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         except Exception as e:  # noqa: BLE001 - a stale corpus entry must not hide the search itself
             warnings.warn(f"{prop.name}[{component.name}]: skipping an explicit example that no longer decodes "
                           f"({type(e).__name__}: {e})", stacklevel=2)
-    test = seed(rs.seed)(_settings(rs)(test))
+    test = seed(rs.seed)(_settings(rs, prop, component)(test))
     # One database entry per (target, component, property): the same search replays its own failures.
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())
@@ -173,29 +203,34 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         flaky = "Flaky" in type(e).__name__
         what = "flaky: the check failed and then passed on the same example" if flaky else f"hypothesis: {type(e).__name__}"
         return Result(**base, status="fail", examples=state["n"], message=f"{what}: {state['message'] or _first_line(e)}",
-                      minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None)
+                      minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None,
+                      flaky=flaky)
     return Result(**base, status="pass", examples=state["n"])
 
 
-def plan(target: Target, only: Iterable[str] | None = None) -> list[tuple[Property, Component | None]]:
+def plan(target: Target, only: Iterable[str] | None = None,
+         components: Iterable[str] | None = None) -> list[tuple[Property, Component | None]]:
     """(property, component) pairs to run, in report order; component None: the property applies to
-    no component of this target (a skip row says why)."""
+    no component of this target (a skip row says why). ``components`` keeps only those names."""
     wanted = None if only is None else set(only)
+    keep = None if components is None else set(components)
+    chosen = [c for c in target.components if keep is None or c.name in keep]
     pairs: list[tuple[Property, Component | None]] = []
     for prop in properties():
         if wanted is not None and prop.name not in wanted:
             continue
-        matching = [c for c in target.components if c.kind in prop.kinds]
+        matching = [c for c in chosen if c.kind in prop.kinds]
         if matching:
             pairs.extend((prop, c) for c in matching)
-        else:
+        elif keep is None:
             pairs.append((prop, None))
     return pairs
 
 
-def run_target(target: Target, rs: RunSettings = RunSettings(), only: Iterable[str] | None = None) -> list[Result]:
+def run_target(target: Target, rs: RunSettings = RunSettings(), only: Iterable[str] | None = None,
+               components: Iterable[str] | None = None) -> list[Result]:
     out = []
-    for prop, component in plan(target, only):
+    for prop, component in plan(target, only, components):
         reason = skip_reason(target, prop, component)
         out.append(skipped(target, prop, component, reason) if reason else run_property(target, prop, component, rs))
     return out
@@ -214,6 +249,8 @@ def replay_example(target: Target, prop: Property, component_name: str, encoded:
     try:
         with quiet_target():
             guarded_check(prop, component, prop.decode(encoded))
+    except Unsupported as e:
+        return Result(**base, status="skip", message=str(e))
     except PropertyViolation as e:
         return Result(**base, status="fail", examples=1, message=str(e), minimal_example=encoded)
     return Result(**base, status="pass", examples=1)

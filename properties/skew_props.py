@@ -53,10 +53,23 @@ class SkewMeasure:
                 "shift": self.shift}
 
 
-def sampler_trace(sc: SkewScenario) -> Trace:
-    """The scenario's samples in the order the loader's sampler reads them (epoch 0)."""
+@dataclass(frozen=True)
+class SkewRun:
+    """One epoch of a real loader: the order its sampler read the samples in, and the order the
+    loader delivered them. A runner for a loader whose sampler is not dynbsz's epoch order
+    (torchdata's RandomSampler, VeOmni's StatefulDistributedSampler) returns one of these."""
+
+    sampler_ids: tuple
+    delivered_ids: tuple
+
+
+def sampler_trace(sc: SkewScenario, sampler_ids=None) -> Trace:
+    """The scenario's samples in the order the loader's sampler reads them (epoch 0): dynbsz's
+    epoch order unless the loader reports its own (sample id = row of the sampled trace)."""
     trace = SKEW_WORKLOAD.sample(sc.num_samples, sc.data_seed)
-    return trace.subset(epoch_order(sc.num_samples, sc.shuffle_seed, 0))
+    if sampler_ids is None:
+        return trace.subset(epoch_order(sc.num_samples, sc.shuffle_seed, 0))
+    return trace.subset(np.asarray(sampler_ids, dtype=np.int64))
 
 
 def measure(trace: Trace, delivered_rows: np.ndarray, window: int) -> SkewMeasure:
@@ -77,17 +90,23 @@ def predict(sc: SkewScenario, trace: Trace, task_overhead_s: float = 0.0) -> Ske
     return measure(trace, run.samples, sc.window)
 
 
-RealRunner = Callable[[SkewScenario], list]   # -> delivered sample ids, one epoch
+RealRunner = Callable[[SkewScenario], "list | SkewRun"]   # -> delivered sample ids (or a SkewRun), one epoch
 
 
 def check_in_order_skew(run_real: RealRunner, sc: SkewScenario, *, task_overhead_s: float = 0.0,
                         rel_tol: float = 0.35, abs_tol: float = 1.0, shift_tol: float = 0.1) -> dict[str, Any]:
     """in_order=True: zero displacement. in_order=False: real skew within tolerance of the prediction."""
-    trace = sampler_trace(sc)
+    out = run_real(sc)
+    if isinstance(out, SkewRun):
+        trace, ids = sampler_trace(sc, out.sampler_ids), list(out.delivered_ids)
+    else:
+        trace, ids = sampler_trace(sc), list(out)
     row_of = {int(sid): r for r, sid in enumerate(trace.ids.tolist())}
-    ids = run_real(sc)
     if sorted(ids) != sorted(row_of):
-        raise PropertyViolation("in_order skew: the loader did not deliver the epoch exactly once")
+        lost = sorted(set(row_of) - set(ids))[:10]
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:10]
+        raise PropertyViolation(f"in_order skew: the loader did not deliver the epoch exactly once (lost {lost}, "
+                                f"repeated {dup}, {len(ids)} delivered of {len(row_of)})")
     real = measure(trace, np.array([row_of[int(i)] for i in ids]), sc.window)
     if sc.in_order:
         if real.max_displacement != 0:

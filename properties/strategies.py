@@ -96,3 +96,61 @@ def restore_points(stream_length: int, *, min_size: int = 1, max_size: int = 4,
     len(stream) + k is after the k-th micro-batch of the end-of-stream drain."""
     return st.lists(st.integers(-1, stream_length + drain_slack), min_size=min_size, max_size=max_size,
                     unique=True).map(sorted)
+
+
+# ---- loaders ---------------------------------------------------------------------------------
+
+@st.composite
+def loader_scenarios(draw, component, *, in_order: bool | None = None, min_workers: int = 0,
+                     checkpoints: bool = True, dp: bool = False, max_checkpoints: int = 4):
+    """A ``LoaderScenario`` the loader ``component`` supports (its knobs: runtime, workers, in_order,
+    persistence, fetch batch, micro-batches per step, warm-up, DP).
+
+    Datasets are small (12-40 samples, each a real sleep in the dataset) and epochs two, so an
+    example costs a few tenths of a second with worker processes. A checkpoint schedule holds two
+    to ``max_checkpoints`` restores at global step counts, step 0 in about half the schedules, and
+    a restore at every epoch end in about half (the property that needs exact boundaries adds
+    the step counts where epochs end itself: it knows them from its uninterrupted run). Slow
+    samples cost 4 or 20 ms against 0.5 ms for fast ones; in_order=False scenarios get two
+    workers or more and 20 ms, so deliveries are out of order at most checkpoints, which is
+    where count-based resumes go wrong.
+    """
+    from .loader_props import LoaderScenario
+
+    in_order = draw(st.sampled_from(component.in_order)) if in_order is None else in_order
+    lowest = min(min_workers, component.max_workers)
+    if not in_order:
+        # Out of order needs two workers to be out of order at all (one worker is a FIFO), and a
+        # slow sample outstanding at a checkpoint to show what the checkpoint does with samples
+        # delivered ahead of it: 20 ms against 0.5 ms gives tens of fast ones in that window.
+        lowest = max(lowest, min(2, component.max_workers))
+    workers = draw(st.integers(lowest, component.max_workers))
+    slow_s = 0.02 if not in_order else draw(st.sampled_from([0.004, 0.02]))
+    n = draw(st.integers(12, 40))
+    dp_size = draw(st.integers(2, 3)) if dp else 1
+    points: tuple[int, ...] = ()
+    at_epoch_end = False
+    if checkpoints:
+        drawn = draw(st.lists(st.integers(1, 2 * n // 3), min_size=2, max_size=max_checkpoints))
+        points = tuple(sorted(drawn + ([0] if draw(st.booleans()) else [])))
+        at_epoch_end = draw(st.booleans())
+    return LoaderScenario(
+        num_samples=n, data_seed=draw(st.integers(0, 2**16)), shuffle_seed=draw(st.integers(0, 2**16)),
+        num_workers=workers, prefetch_factor=draw(st.integers(1, 3)) if workers else None,
+        persistent_workers=draw(st.sampled_from(component.persistent)) if workers else False,
+        in_order=in_order,
+        runtime=component.runtime, fetch_batch_size=draw(st.sampled_from(component.fetch_batch_sizes)),
+        budget=draw(st.sampled_from([128, 512, 2048])), buffer_size=draw(st.integers(1, 6)),
+        micro_batches_per_step=draw(st.sampled_from(component.micro_batches_per_step)),
+        warmup_steps=draw(st.integers(0, 4)) if component.warmup else 0, epochs=2, dp_size=dp_size,
+        checkpoints=points, restore_at_epoch_end=at_epoch_end, slow_s=slow_s)
+
+
+@st.composite
+def skew_scenarios(draw, *, in_order: bool | None = None):
+    """One epoch of 160 fast-text/slow-video samples (``skew_props.SKEW_WORKLOAD``), batch 1."""
+    from .skew_props import SkewScenario
+
+    return SkewScenario(data_seed=draw(st.integers(0, 63)), shuffle_seed=draw(st.integers(0, 63)),
+                        num_workers=draw(st.sampled_from([2, 3])),
+                        in_order=draw(st.booleans()) if in_order is None else in_order)

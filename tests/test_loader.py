@@ -127,21 +127,21 @@ def test_killed_worker_fails_loudly_and_resume_loses_nothing(tmp_path, runtime, 
     config = LoaderConfig(num_workers=2, runtime=runtime, in_order=in_order, timeout_s=20)
     ld = loader(config, dataset=Killer(TRACE, victim=int(TRACE.ids[20]), marker=str(tmp_path / "killed")))
     ld.set_epoch(0)
-    seen, checkpoint = [], None
+    seen, trained, checkpoint = [], [], None
     with pytest.raises(RuntimeError, match="(?i)worker"):
         for step in ld:
             seen.extend(step.sample_ids)
-            checkpoint = json.loads(json.dumps(ld.state_dict()))
+            state = json.loads(json.dumps(ld.state_dict()))
+            # torch's SIGCHLD handler may raise anywhere in the main process, even mid-checkpoint:
+            # what counts as trained is what a completed checkpoint covers.
+            checkpoint, trained = state, list(seen)
     ld.close()
     assert checkpoint is not None
-    delivered = len(seen)
     fresh = loader(config, dataset=Killer(TRACE, victim=-1, marker=str(tmp_path / "unused")))
     fresh.load_state_dict(checkpoint)
     rest = epoch_ids(fresh)
-    # The checkpoint covers everything up to the last step handed out; nothing after it is lost
-    # and nothing before it comes again.
-    everything = seen[:delivered] + rest
-    assert sorted(everything) == list(range(30))
+    # Nothing after the last checkpoint is lost and nothing before it comes again.
+    assert sorted(trained + rest) == list(range(30))
 
 
 @pytest.mark.parametrize("change, setting", [

@@ -30,15 +30,22 @@ def check(capsys, tmp_path, target, *extra) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
+PACKER_AND_GATES = ("packer", "gate:fixed", "gate:token_aware", "gate:context_aware")
+
+
 def test_check_dynbsz_json_passes_and_counts_examples(capsys, tmp_path):
-    code, doc = check(capsys, tmp_path, "dynbsz")
+    # The packer and gates here; dynbsz's loader components run the loader properties through the
+    # plugin (tests/test_packer_properties.py) and tests/test_properties_loaders.py.
+    code, doc = check(capsys, tmp_path, "dynbsz", *[a for c in PACKER_AND_GATES for a in ("--component", c)])
     assert code == 0
     assert doc["target"] == "dynbsz" and doc["profile"] == "ci" and doc["seed"] == 0
     assert doc["results"] and all(RESULT_KEYS <= set(r) for r in doc["results"])
     assert {r["status"] for r in doc["results"]} == {"pass"}
     # the counter in the test function: exactly the examples asked for, on every row
     assert {r["examples"] for r in doc["results"]} == {5}
-    assert {r["property"] for r in doc["results"]} == {p.name for p in registry.properties()}
+    assert {r["component"] for r in doc["results"]} == set(PACKER_AND_GATES)
+    assert {r["property"] for r in doc["results"]} == {p.name for p in registry.properties()
+                                                        if p.kinds & {"packer", "gate"}}
     assert not (tmp_path / "corpus").exists()  # nothing failed, nothing saved
 
 
@@ -49,7 +56,8 @@ def test_check_a_mutant_fails_saves_and_prints_one_replay_command(capsys, tmp_pa
     for r in doc["results"]:
         by_status.setdefault(r["status"], []).append(r)
     assert {r["property"] for r in by_status["fail"]} >= {"gate_rule"}
-    assert all("applies to packer" in r["message"] for r in by_status["skip"])
+    assert all(r["message"].startswith("applies to") and "has gate components" in r["message"]
+               for r in by_status["skip"])
     for r in by_status["fail"]:
         assert r["replay"].startswith("python -m properties replay ") and Path(r["file"]).exists()
         assert r["minimal_example"]["gate"]["kind"] == "fixed" and r["message"]
@@ -94,6 +102,8 @@ def test_replay_bad_files(capsys, tmp_path):
     (["check", "--target", "os:getcwd"], "the factory returned str"),
     (["check", "--target", "dynbsz", "--property", "nope"], "--property 'nope' is not a property; allowed values"),
     (["check", "--target", "dynbsz", "--max-examples", "0"], "--max-examples must be > 0"),
+    (["check", "--target", "torchdata", "--component", "packer"],
+     "--component 'packer' is not a component of torchdata; allowed values: loader:main"),
     (["mutants", "--mutant", "nope"], "unknown mutant 'nope'"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, says):

@@ -154,21 +154,22 @@ def user_module(tmp_path, monkeypatch):
 
 # ---- built-in targets --------------------------------------------------------------------------
 
-def test_dynbsz_has_the_packer_and_every_builtin_gate():
+def test_dynbsz_has_the_packer_every_builtin_gate_and_the_loader_in_both_runtimes():
     target = resolve("dynbsz")
     assert target.unavailable is None
-    assert {c.name for c in target.components} == {"packer"} | {f"gate:{g}" for g in GATE_NAMES}
+    assert {c.name for c in target.components} == ({"packer"} | {f"gate:{g}" for g in GATE_NAMES}
+                                                   | {"loader:main", "loader:worker"})
     # every property runs on dynbsz somewhere: nothing is skipped for want of a component
     assert all(component is not None for _, component in plan(target))
 
 
-def test_veomni_is_a_packer_target_or_says_why_not():
+def test_veomni_is_a_packer_and_loader_target_or_says_why_not():
     target = resolve("veomni")
     if target.unavailable:
         assert "veomni" in target.unavailable.lower()
         assert all(r.status == "skip" and r.message == target.unavailable for r in run_target(target, QUICK))
     else:
-        assert [c.kind for c in target.components] == ["packer"]
+        assert [c.name for c in target.components] == ["packer", "loader:main", "loader:worker", "loader:multisource"]
 
 
 def test_every_mutant_is_addressable_as_a_target():

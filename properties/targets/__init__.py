@@ -1,18 +1,18 @@
 """Targets: what the property suite runs against. ``resolve(name)`` is the one entry point.
 
-Names: ``dynbsz``, ``veomni``, ``mutant:NAME`` (properties/mutants.py) or ``MODULE:FACTORY``
+Names: ``dynbsz``, ``veomni``, ``torchdata``, ``mutant:NAME`` (properties/mutants.py) or ``MODULE:FACTORY``
 (see ``properties.targets.user``). Bad names raise ``TargetError`` with a one-line message.
 """
 
 from __future__ import annotations
 
-from .base import KINDS, Component, PackerComponent, Target, TargetError
+from .base import KINDS, Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import BUILTIN
 from .mutant import PREFIX as MUTANT_PREFIX
 from .mutant import mutant_target
 from .user import user_target
 
-__all__ = ["KINDS", "Component", "PackerComponent", "Target", "TargetError", "resolve", "names"]
+__all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target", "TargetError", "resolve", "names"]
 
 
 def names() -> list[str]:

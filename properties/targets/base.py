@@ -5,7 +5,8 @@ A *target* is what the user names on the command line (``dynbsz``, ``veomni``,
 
 * ``packer``: a packer factory; the packer properties run on it with a range of gates.
 * ``gate``: one readiness gate (family), run inside dynbsz's ``GreedyPacker``.
-* ``loader``: a whole loader factory (plugged in by the loader properties).
+* ``loader``: a whole loader factory taking a ``LoaderScenario`` (``LoaderComponent``;
+  the loader properties are in ``properties.loader_suite``).
 
 A property declares the kinds it applies to; the runner pairs each property with
 every component of a matching kind and reports ``skip`` where none matches. A new
@@ -72,6 +73,100 @@ class PackerComponent(Component):
     json_state: bool = True
     documented_rule: bool = False
     accepts_gates: bool = True
+
+
+MakeLoader = Callable[[Any], Any]          # LoaderScenario -> loader
+RUNTIMES = ("main", "worker")
+STATE_CODECS = ("json", "pickle")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderComponent(Component):
+    """A whole loader (kind ``loader``), built from a ``properties.loader_props.LoaderScenario``.
+
+    make_loader(scenario)   a fresh loader with ``set_epoch(e)``, ``__iter__`` over steps,
+                            ``state_dict()``, ``load_state_dict(state)`` and ``close()``
+    ids_of(step)            the sample ids a step delivers, one tuple per micro-batch; raise
+                            ``PropertyViolation`` when a sample arrives without its own data
+    signature(step)         what the resume property compares step by step (default: ids_of);
+                            dynbsz adds the step index and each micro-batch's budget
+    state_codec             how a checkpoint travels: ``json`` (state_dict() must survive
+                            json.dumps) or ``pickle`` (it holds tensors or objects)
+    promises_order          with in_order=True a resume continues the stream exactly
+    promises_order_under_out_of_order
+                            the same with in_order=False (no StatefulDataLoader-based loader can:
+                            arrival order is timing); otherwise resume checks exactly-once there
+    skew_runner(sc)         one epoch of the loader in plain mode on a ``SkewScenario``, returning
+                            delivered ids or a ``SkewRun``; None: in_order_skew does not apply
+                            (say why in ``skip``)
+
+    What the scenario draws for it (an example outside these is reported as a skip with the
+    reason from ``knob_notes``, never run):
+
+    runtime                 main | worker: fixed per component, written into the scenario
+    max_workers, in_order, persistent, fetch_batch_sizes, micro_batches_per_step
+    warmup                  batch-size warm-up (warmup_steps > 0) is supported
+    dp                      DP ranks (dp_size > 1, this rank's dp_rank) are supported
+    knob_notes              {knob: why it is restricted}, quoted in skip messages
+    """
+
+    kind: str = "loader"
+    make_loader: MakeLoader
+    ids_of: Callable[[Any], tuple] | None = None
+    signature: Callable[[Any], Any] | None = None
+    state_codec: str = "json"
+    promises_order: bool = True
+    promises_order_under_out_of_order: bool = False
+    skew_runner: Callable[[Any], Any] | None = None
+    runtime: str = "main"
+    max_workers: int = 3
+    in_order: tuple[bool, ...] = (True, False)
+    persistent: tuple[bool, ...] = (False, True)
+    fetch_batch_sizes: tuple[int, ...] = (1, 2, 3)
+    micro_batches_per_step: tuple[int, ...] = (1, 2)
+    warmup: bool = True
+    dp: bool = True
+    knob_notes: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.kind != "loader":
+            raise TargetError(f"LoaderComponent {self.name!r} must have kind='loader', got {self.kind!r}")
+        if not callable(self.make_loader):
+            raise TargetError(f"LoaderComponent {self.name!r}: make_loader must be callable (scenario -> loader)")
+        if self.runtime not in RUNTIMES:
+            raise TargetError(f"LoaderComponent {self.name!r} has runtime={self.runtime!r}; allowed values: "
+                              f"{', '.join(RUNTIMES)}")
+        if self.state_codec not in STATE_CODECS:
+            raise TargetError(f"LoaderComponent {self.name!r} has state_codec={self.state_codec!r}; allowed values: "
+                              f"{', '.join(STATE_CODECS)}")
+        for knob in ("in_order", "persistent", "fetch_batch_sizes", "micro_batches_per_step"):
+            if not getattr(self, knob):
+                raise TargetError(f"LoaderComponent {self.name!r}: {knob} must allow at least one value")
+
+    def unsupported(self, sc: Any) -> str | None:
+        """Why this component cannot run scenario ``sc`` (None: it can). Names the setting."""
+        def why(knob: str, value: Any, allowed: str) -> str:
+            note = self.knob_notes.get(knob)
+            return f"{knob}={value!r} is not supported by {self.name} ({note or 'allowed: ' + allowed})"
+
+        if sc.runtime != self.runtime:
+            return why("runtime", sc.runtime, self.runtime)
+        if sc.num_workers > self.max_workers:
+            return why("num_workers", sc.num_workers, f"0..{self.max_workers}")
+        if sc.in_order not in self.in_order:
+            return why("in_order", sc.in_order, str(self.in_order))
+        if sc.num_workers and sc.persistent_workers not in self.persistent:
+            return why("persistent_workers", sc.persistent_workers, str(self.persistent))
+        if sc.fetch_batch_size not in self.fetch_batch_sizes:
+            return why("fetch_batch_size", sc.fetch_batch_size, str(self.fetch_batch_sizes))
+        if sc.micro_batches_per_step not in self.micro_batches_per_step:
+            return why("micro_batches_per_step", sc.micro_batches_per_step, str(self.micro_batches_per_step))
+        if sc.warmup_steps and not self.warmup:
+            return why("warmup_steps", sc.warmup_steps, "0")
+        if sc.dp_size > 1 and not self.dp:
+            return why("dp_size", sc.dp_size, "1")
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)

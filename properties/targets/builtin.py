@@ -1,5 +1,7 @@
-"""The built-in targets: ``dynbsz`` (the production packer and every built-in gate) and
-``veomni`` (VeOmni 0.1.12's ``TextBatchingStrategy``, when the optional extra is installed)."""
+"""The built-in targets: ``dynbsz`` (the production packer, every built-in gate and the loader in
+both runtimes), ``veomni`` (VeOmni 0.1.12's ``TextBatchingStrategy`` and its three loader
+pipelines, when the optional extra is installed) and ``torchdata`` (a plain
+``StatefulDataLoader`` as most projects use it)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dynbsz.gates import CONTEXT_AWARE_TABLE, FixedGate, TokenAwareGate, context
 from dynbsz.packer import GreedyPacker
 
 from .. import probes
-from .base import PackerComponent, Target
+from .base import LoaderComponent, PackerComponent, Target
 
 # ---- gate specs, the serialized form of a gate in examples and regression files -------------
 
@@ -77,9 +79,71 @@ def packer_component(make_packer=greedy_packer) -> PackerComponent:
     return PackerComponent(name="packer", kind="packer", make_packer=make_packer, gate_specs=builtin_specs)
 
 
+WORKER_SKEW = ("runtime='worker' hands out micro-batches packed inside each worker stream, not samples in "
+               "sampler order; the skew model is of a sampler's samples dispatched to workers (runtime='main')")
+
+
+def dynbsz_loader_component(runtime: str, make_loader=None) -> LoaderComponent:
+    """dynbsz's loader in one runtime; a loader mutant stands in for one of these, by name."""
+    from ..loader_targets import dynbsz_loader, step_signature
+    from ..skew_props import dynbsz_skew_runner
+
+    make_loader = make_loader or dynbsz_loader
+    if runtime == "main":
+        return LoaderComponent(name="loader:main", runtime="main", make_loader=make_loader, signature=step_signature,
+                               skew_runner=dynbsz_skew_runner)
+    return LoaderComponent(name="loader:worker", runtime="worker", make_loader=make_loader, signature=step_signature,
+                           fetch_batch_sizes=(1,), warmup=False, skip={"in_order_skew": WORKER_SKEW},
+                           knob_notes={"warmup_steps": "warm-up needs the global step, which a worker packing ahead "
+                                                       "of the trainer does not know (ConfigError)",
+                                       "fetch_batch_size": "a worker hands over micro-batches (ConfigError)"})
+
+
+LOADER_RUNTIMES = ("main", "worker")
+
+
 def dynbsz_target() -> Target:
-    return Target(name="dynbsz", description="dynbsz's GreedyPacker with every built-in gate (must pass everything)",
-                  components=(packer_component(),) + tuple(gate_component(f) for f in GATE_FAMILIES))
+    return Target(name="dynbsz", description="dynbsz's GreedyPacker with every built-in gate, and its loader in both "
+                                             "runtimes (must pass everything)",
+                  components=(packer_component(),) + tuple(gate_component(f) for f in GATE_FAMILIES)
+                  + tuple(dynbsz_loader_component(r) for r in LOADER_RUNTIMES))
+
+
+def torchdata_target() -> Target:
+    """A plain ``StatefulDataLoader`` as most projects use it: ``shuffle=True`` with a seeded generator
+    (``StatefulDistributedSampler(shuffle=True, seed)`` with DP), one fetched batch per step, its own
+    ``state_dict``, and no ``set_epoch`` (the call projects forget). It is the baseline the suite
+    exists to expose, and it is EXPECTED to fail:
+
+    * ``epoch_reshuffle``: non-persistent workers draw one extra seed per epoch from the shared
+      generator, so from epoch 1 on the order differs from persistent workers'; and a fresh loader
+      told ``set_epoch(e)`` replays epoch 0 (with DP the sampler's epoch never moves).
+    * ``dp_shards``: ``StatefulDistributedSampler`` evens out ranks by repeating samples, so with a
+      dataset size not divisible by the ranks some samples are read twice in an epoch.
+    * ``resume``, even in order and without workers: the sampler's saved generator state is the
+      one before the epoch's permutation, and restoring it replays the permutation but not the
+      ``_base_seed`` the loader draws from the same generator for every iterator; after a resume
+      the generator is one draw behind, so every later epoch's permutation differs from the
+      uninterrupted run's (seed 0, 6 samples: epoch 1 is [3, 0, 5, 4, 2, 1] instead of
+      [1, 3, 5, 2, 4, 0]).
+    * ``exactly_once`` (and ``resume``) with in_order=False: a resume replays a *count* of batches
+      from a snapshot, so when deliveries were out of order at the checkpoint some samples are
+      lost and others repeated (docs/internals/torch-dataloader-semantics.md 4.6). It depends on
+      timing; the slow samples the loader suite draws out of order make it likely.
+
+    It passes ``in_order_skew`` (it is the behaviour the simulator models). No packing: budget,
+    buffer, warm-up and micro-batches per step are not its knobs.
+    """
+    from ..loader_targets import torchdata_loader, torchdata_skew_runner
+
+    component = LoaderComponent(
+        name="loader:main", runtime="main", make_loader=torchdata_loader, state_codec="pickle",
+        skew_runner=torchdata_skew_runner, micro_batches_per_step=(1,), warmup=False,
+        knob_notes={"micro_batches_per_step": "a plain loader hands out one fetched batch per step",
+                    "warmup_steps": "a plain loader does not pack, so it has no batch-size warm-up"})
+    return Target(name="torchdata", description="a plain torchdata StatefulDataLoader as most projects use it "
+                                                "(expected to fail: see properties.targets.builtin.torchdata_target)",
+                  components=(component,))
 
 
 # ---- VeOmni --------------------------------------------------------------------------------
@@ -105,7 +169,13 @@ def veomni_target() -> Target:
     component = PackerComponent(name="packer", kind="packer", make_packer=make, gate_specs=fixed_specs,
                                 overlong=("emit_alone",), empty=("emit_alone",), json_state=False,
                                 accepts_gates=False)
-    return Target(name="veomni", description=description, components=(component,))
+    from . import veomni_loaders
+
+    if not veomni_loaders.available():  # the data modules import more of VeOmni than the packer does
+        return Target(name="veomni", description=description + "; its loaders are not importable here",
+                      components=(component,))
+    return Target(name="veomni", description=description + "; its loaders (see properties.targets.veomni_loaders)",
+                  components=(component,) + veomni_loaders.components())
 
 
-BUILTIN = {"dynbsz": dynbsz_target, "veomni": veomni_target}
+BUILTIN = {"dynbsz": dynbsz_target, "veomni": veomni_target, "torchdata": torchdata_target}

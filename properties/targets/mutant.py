@@ -1,8 +1,10 @@
 """``mutant:NAME``: a deliberately broken variant of dynbsz (properties/mutants.py) as a target.
 
 A packer mutant is tested as dynbsz's ``packer`` component; a gate mutant stands in
-for the gate family it replaces (component ``gate:fixed`` etc.), so every example
-found on a mutant replays on dynbsz under the same component name.
+for the gate family it replaces (component ``gate:fixed`` etc.); a loader mutant for the
+loader component it replaces (``loader:main``, ``loader:worker``), with that component's
+knobs and promises. Every example found on a mutant replays on dynbsz under the same
+component name.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dynbsz.packer import GreedyPacker
 
 from .. import mutants
 from .base import Target, TargetError
-from .builtin import GATE_FAMILIES, build_gate, gate_component, packer_component
+from .builtin import (GATE_FAMILIES, LOADER_RUNTIMES, build_gate, dynbsz_loader_component, gate_component,
+                      packer_component)
 
 PREFIX = "mutant:"
 
@@ -37,8 +40,18 @@ def _gate_target(m: mutants.Mutant) -> Target:
     return Target(name=PREFIX + m.name, description=m.description, components=(gate_component(m.replaces, make),))
 
 
-# Mutants of other kinds register an adapter here (the loader properties add "loader").
-ADAPTERS: dict[str, Callable[[mutants.Mutant], Target]] = {"packer": _packer_target, "gate": _gate_target}
+def _loader_target(m: mutants.Mutant) -> Target:
+    runtimes = {f"loader:{r}": r for r in LOADER_RUNTIMES}
+    if m.replaces not in runtimes:
+        raise TargetError(f"mutant {m.name!r} replaces loader component {m.replaces!r}; allowed values: "
+                          f"{', '.join(runtimes)}")
+    return Target(name=PREFIX + m.name, description=m.description,
+                  components=(dynbsz_loader_component(runtimes[m.replaces], m.make),))
+
+
+# Mutants of other kinds register an adapter here.
+ADAPTERS: dict[str, Callable[[mutants.Mutant], Target]] = {"packer": _packer_target, "gate": _gate_target,
+                                                           "loader": _loader_target}
 
 
 def mutant_target(name: str) -> Target:

@@ -14,7 +14,9 @@
   and ``empty`` (policies among ``emit_alone``, ``drop``), ``json_state`` (default True:
   ``state_dict()`` must survive ``json.dumps``), ``skip_properties`` (``{property: reason}``
   for what the packer does not promise, e.g. ``ordered_greedy`` for a best-fit packer).
-* a ``properties.targets.Target``: full control (any kind, including loaders).
+* a ``properties.targets.Target``: full control (any kind, including loaders). A
+  ``LoaderComponent``'s ``make_loader`` is probed once on a small scenario: the loader must
+  have ``set_epoch``, ``__iter__``, ``state_dict``, ``load_state_dict`` and ``close``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
 from ..packer_props import gate_rule
-from .base import Component, PackerComponent, Target, TargetError
+from .base import Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
 
 PACKER_METHODS = ("put", "ready", "cut", "drain", "state_dict", "load_state_dict", "__len__")
+LOADER_METHODS = ("set_epoch", "__iter__", "state_dict", "load_state_dict", "close")
 GATE_METHODS = ("ready", "spec")
 HINT = ("FACTORY is called with no arguments and must return a gate (ready(view), spec()), "
         "a packer factory ((config, gate) -> packer) or a properties.targets.Target")
@@ -154,6 +157,25 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
                   components=(component,))
 
 
+def _check_loader(name: str, component: LoaderComponent) -> None:
+    """Build one loader (nothing is iterated, so no worker starts) and check the protocol."""
+    from ..loader_props import LoaderScenario
+
+    scenario = LoaderScenario(runtime=component.runtime)
+    try:
+        loader = component.make_loader(scenario)
+    except Exception as e:  # noqa: BLE001
+        raise TargetError(f"target {name!r}: {component.name}'s make_loader raised {_one_line(e)} when called as "
+                          f"make_loader(LoaderScenario(runtime={component.runtime!r})); it must take a "
+                          "properties.loader_props.LoaderScenario") from None
+    missing = _missing(loader, LOADER_METHODS)
+    if callable(getattr(loader, "close", None)):
+        loader.close()
+    if missing:
+        raise TargetError(f"target {name!r}: the loader of {component.name} ({type(loader).__name__}) lacks "
+                          f"{', '.join(m + '()' for m in missing)}; a loader needs {', '.join(LOADER_METHODS)}")
+
+
 def user_target(name: str) -> Target:
     factory = load_factory(name)
     made = _call(name, factory)
@@ -161,6 +183,9 @@ def user_target(name: str) -> Target:
         bad = [type(c).__name__ for c in made.components if not isinstance(c, Component)]
         if bad:
             raise TargetError(f"target {name!r}: components must be properties.targets.Component, got {', '.join(bad)}")
+        for component in made.components:
+            if isinstance(component, LoaderComponent):
+                _check_loader(name, component)
         return dataclasses.replace(made, name=name)
     if isinstance(made, type):  # a class: a packer class is itself a (config, gate) -> packer factory
         return _packer_target(name, made)

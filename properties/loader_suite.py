@@ -1,0 +1,179 @@
+"""The loader properties, as registry entries (kind ``loader``).
+
+Each property draws a ``LoaderScenario`` (or, for in_order skew, a ``SkewScenario``) that the
+component supports and runs ``loader_props`` / ``skew_props`` on loaders the component makes.
+Scenarios are frozen dataclasses of plain fields, so a failure is saved as one line of JSON
+and replays exactly, on the target that failed or on any other with a component of the same
+name (a knob that component lacks makes the replay a skip that names it, never a failure).
+
+Every example starts real worker processes over a dataset that really sleeps, so a property
+runs a fraction of the profile's examples (``Property.cost``; ci: 15, DP: 5, skew: 3).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any
+
+from . import loader_props as L
+from .registry import Property, Unsupported
+from .skew_props import SkewScenario, check_in_order_skew
+from .strategies import loader_scenarios, skew_scenarios
+from .targets.base import LoaderComponent
+
+FORMAT = "properties.loader_scenario/1"
+SKEW_FORMAT = "properties.skew_scenario/1"
+LOADER = frozenset({"loader"})
+
+
+# ---- examples as JSON ------------------------------------------------------------------------
+
+def encode(sc: L.LoaderScenario) -> dict:
+    return {"format": FORMAT, "scenario": sc.to_json()}
+
+
+def decode(d: dict) -> L.LoaderScenario:
+    if d.get("format") != FORMAT:
+        raise ValueError(f"not a loader example (format {d.get('format')!r}, expected {FORMAT!r})")
+    return L.LoaderScenario.from_json(d["scenario"])
+
+
+def encode_skew(sc: SkewScenario) -> dict:
+    return {"format": SKEW_FORMAT, "scenario": dict(vars(sc))}
+
+
+def decode_skew(d: dict) -> SkewScenario:
+    if d.get("format") != SKEW_FORMAT:
+        raise ValueError(f"not a skew example (format {d.get('format')!r}, expected {SKEW_FORMAT!r})")
+    return SkewScenario(**d["scenario"])
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def _supported(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+    reason = component.unsupported(sc)
+    if reason:
+        raise Unsupported(reason)
+
+
+def _ids_of(component: LoaderComponent):
+    return component.ids_of or L.default_ids_of
+
+
+def _kw(component: LoaderComponent) -> dict[str, Any]:
+    return {"ids_of": _ids_of(component), "codec": component.state_codec}
+
+
+@functools.lru_cache(maxsize=1)
+def task_overhead_s() -> float:
+    """The simulator's one machine-dependent input, measured once per process on a near-zero-cost
+    trace through the real loader (about a second), never fitted to the case under test."""
+    from simulator.fidelity import measure_overhead
+
+    return measure_overhead()
+
+
+# ---- checks: (component, example) -> None, raising PropertyViolation ---------------------------
+
+def exactly_once(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
+
+
+def _promises_order(component: LoaderComponent, in_order: bool) -> bool:
+    return component.promises_order if in_order else component.promises_order_under_out_of_order
+
+
+def resume(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+    _supported(component, sc)
+    if _promises_order(component, sc.in_order):
+        L.check_exact_resume(component.make_loader, sc, ids_of=component.signature or _ids_of(component),
+                             codec=component.state_codec)
+    else:
+        # No order is promised (arrival order is timing): what a resume must still keep is the set.
+        L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
+
+
+def epoch_reshuffle(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+    for persistent in (True, False):
+        _supported(component, replace(sc, persistent_workers=persistent))
+    L.check_epoch_reshuffle(component.make_loader, sc, **_kw(component))
+
+
+def in_order_skew(component: LoaderComponent, sc: SkewScenario) -> None:
+    if sc.in_order not in component.in_order:
+        raise Unsupported(f"in_order={sc.in_order} is not supported by {component.name}")
+    overhead = 0.0 if sc.in_order else task_overhead_s()
+    check_in_order_skew(component.skew_runner, sc, task_overhead_s=overhead)
+
+
+def dp_shards(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_dp_shards(component.make_loader, sc, **_kw(component))
+
+
+# ---- which components a property applies to --------------------------------------------------
+
+def _loader(component: Any) -> str | None:
+    if not isinstance(component, LoaderComponent):
+        return ("a loader property needs a properties.targets.LoaderComponent (make_loader(scenario) and "
+                f"its knobs); {getattr(component, 'name', '?')} is a plain Component")
+    return None
+
+
+def _epochs(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if component.max_workers < 1 or True not in component.in_order:
+        return "compares epochs of an in_order=True loader with workers, which the component does not support"
+    if set(component.persistent) != {True, False}:
+        return "compares persistent with non-persistent workers; the component supports only one of them"
+    return None
+
+
+def _skew(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if component.skew_runner is None:
+        return "the component has no plain-mode runner (skew_runner) to measure delivery order with"
+    if component.max_workers < 2:
+        return "skew needs at least 2 workers"
+    return None
+
+
+def _dp(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if not component.dp:
+        return component.knob_notes.get("dp_size", "the component reads no DP shards (dp_size > 1 unsupported)")
+    return None
+
+
+def _prop(name, check, doc, examples, not_for=_loader, cost: int = 4, codec=(encode, decode),
+          example_type=L.LoaderScenario) -> Property:
+    return Property(name=name, kinds=LOADER, doc=doc, check=check, encode=codec[0], decode=codec[1],
+                    examples=examples, not_for=not_for, cost=cost, example_type=example_type)
+
+
+PROPERTIES: tuple[Property, ...] = (
+    _prop("exactly_once", exactly_once,
+          "every epoch delivers each sample exactly once, over checkpoint schedules (restores into a fresh "
+          "loader at step 0, mid-epoch, at epoch ends)",
+          lambda c: loader_scenarios(c)),
+    _prop("resume", resume,
+          "resuming reproduces the uninterrupted stream step for step where the loader promises order "
+          "(in_order=True), and delivers each sample exactly once otherwise",
+          lambda c: loader_scenarios(c)),
+    _prop("epoch_reshuffle", epoch_reshuffle,
+          "epoch e's order is the same with persistent and non-persistent workers and after a fresh "
+          "set_epoch(e); consecutive epochs differ",
+          lambda c: loader_scenarios(c, in_order=True, min_workers=1, checkpoints=False), not_for=_epochs),
+    _prop("dp_shards", dp_shards, "DP ranks read disjoint shards whose union is the dataset, every epoch",
+          lambda c: loader_scenarios(c, checkpoints=False, dp=True), not_for=_dp, cost=12),
+    _prop("in_order_skew", in_order_skew,
+          "in_order=True delivers sampler order whatever the costs; with in_order=False the measured skew "
+          "agrees with the simulator's prediction for the same trace",
+          lambda c: skew_scenarios(in_order=None if len(c.in_order) == 2 else c.in_order[0]), not_for=_skew,
+          cost=20, codec=(encode_skew, decode_skew), example_type=SkewScenario),
+)

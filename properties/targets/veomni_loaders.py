@@ -1,0 +1,287 @@
+"""VeOmni 0.1.12's real loader classes as loader components, driven the way VeOmni drives them.
+
+Three pipelines, each assembled as ``veomni.data.data_loader.build_native_dataloader`` assembles
+it (dyn_bsz=True, count mode "total", snapshot_every_n_steps=1, drop_last=True,
+pin_memory off on this CPU-only machine), on synthetic samples that carry their id:
+
+* ``loader:main``: ``TextBatchingStrategy`` inside ``DynamicBatchSizeDataLoader`` over a
+  ``DistributedDataloader`` (VeOmni's ``StatefulDataLoader``) with ``StatefulDistributedSampler``,
+  ``batch_size=1`` and ``UnpackDataCollator``; ``length=train_steps`` as VeOmni's arguments
+  compute it for dynamic batching (below), ``num_micro_batch`` micro-batches per step.
+* ``loader:worker``: ``DynamicBatchingSizeDataset`` over ``_MapStyleSamplerWrapper`` inside a
+  ``DistributedDataloader`` with ``batch_size=num_micro_batch`` and ``NoopDataCollator``
+  (``save_by_idx=False``, the builder's default).
+* ``loader:multisource``: the same worker pipeline over ``WeightedMultiSourceDataset`` whose
+  sources (text and video samples of the trace) are each a ``_MapStyleSamplerWrapper``: the
+  map-style path of VeOmni's multi-source epochs, ``upstream_sharded=True`` and
+  ``stopping_strategy="first_exhausted"`` as ``build_weighted_multisource_dataset`` defaults.
+
+The adapters never correct VeOmni. What they add is only what a harness needs: a sample id
+in every sample (``NoopDataCollator`` as the collate function keeps samples as dicts), ranks
+passed explicitly (no process group; ``WeightedMultiSourceDataset`` reads the parallel state,
+which without one clamps to rank 0 of 1, and with ``upstream_sharded=True`` does not shard
+itself), and ``close()`` stopping worker processes at once. Knobs a VeOmni class cannot
+express are declared unsupported on the component (the scenario is then never drawn for it,
+and a replayed one is a skip that names the knob).
+
+``train_steps`` (main runtime): ``compute_train_steps`` for dyn_bsz is
+``ceil(train_size * (1 + bsz_warmup_ratio / 2) / (global_batch_size * max_seq_len))`` with
+``train_size`` the dataset's tokens; here ``global_batch_size * max_seq_len`` is
+``num_micro_batch * dp_size * budget`` (micro_batch_size 1, max_seq_len the budget) and the
+warm-up ratio is ``warmup_steps`` over the steps without warm-up. A trainer epoch is that
+many steps (``for _ in range(start_step, train_steps)``), which is how the driver's epochs
+run: ``set_epoch(e)``, ``iter()``, steps until the loader stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from ..loader_props import LoaderScenario
+from ..loader_targets import shutdown_workers, trace_of
+from ..skew_props import SKEW_WORKLOAD, SkewRun, SkewScenario
+from .base import LoaderComponent
+
+MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
+
+
+@functools.lru_cache(maxsize=1)
+def classes() -> SimpleNamespace:
+    """VeOmni's (and torchdata's) classes the adapters drive. Raises ImportError without the extra."""
+    # VeOmni's loggers bind sys.stdout when first created: create them pointing at stderr, so a
+    # `--json` report on stdout stays parseable.
+    with contextlib.redirect_stdout(sys.stderr):
+        from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+        from veomni.data.data_collator import NoopDataCollator, UnpackDataCollator
+        from veomni.data.data_loader import DistributedDataloader
+        from veomni.data.dataset import (DynamicBatchingSizeDataset, WeightedMultiSourceDataset,
+                                         _MapStyleSamplerWrapper, get_length_fn_by_count_mode)
+        from veomni.data.dynamic_batching import DynamicBatchSizeDataLoader, TextBatchingStrategy
+    return SimpleNamespace(
+        StatefulDistributedSampler=StatefulDistributedSampler, NoopDataCollator=NoopDataCollator,
+        UnpackDataCollator=UnpackDataCollator, DistributedDataloader=DistributedDataloader,
+        DynamicBatchingSizeDataset=DynamicBatchingSizeDataset, WeightedMultiSourceDataset=WeightedMultiSourceDataset,
+        MapStyleSamplerWrapper=_MapStyleSamplerWrapper, get_length_fn_by_count_mode=get_length_fn_by_count_mode,
+        DynamicBatchSizeDataLoader=DynamicBatchSizeDataLoader, TextBatchingStrategy=TextBatchingStrategy)
+
+
+def available() -> bool:
+    try:
+        classes()
+    except ImportError:
+        return False
+    return True
+
+
+# ---- synthetic data --------------------------------------------------------------------------
+
+def make_sample(trace, row: int) -> dict[str, Any]:
+    """A sample as VeOmni's data paths read it: input_ids and attention_mask tensors (lengths come
+    from the attention mask), plus the id and source the properties need."""
+    sid, n = int(trace.ids[row]), int(trace.tokens[row])
+    return {"input_ids": torch.full((n,), sid % 32000, dtype=torch.long),
+            "attention_mask": torch.ones(n, dtype=torch.long), "id": sid,
+            "source": trace.source_names[int(trace.source[row])]}
+
+
+class SampleDataset(Dataset):
+    """Map-style over rows of a trace; ``ds[i]`` sleeps row ``rows[i]``'s decode cost and returns
+    ``[sample]``, a one-sample list as VeOmni's transforms do."""
+
+    def __init__(self, trace, rows=None, time_scale: float = 1.0):
+        self.trace = trace
+        self.rows = list(range(len(trace))) if rows is None else list(rows)
+        self.time_scale = time_scale
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> list:
+        row = self.rows[i]
+        cost = float(self.trace.cost_s[row]) * self.time_scale
+        if cost > 0:
+            time.sleep(cost)
+        return [make_sample(self.trace, row)]
+
+
+def ids_of(step: Any) -> tuple[tuple, ...]:
+    """A VeOmni step is ``list[micro batch]``, a micro batch ``list[dict]``: ids per micro-batch."""
+    return tuple(tuple(int(s["id"]) for s in mb) for mb in step)
+
+
+def train_steps(sc: LoaderScenario) -> int:
+    tokens = int(trace_of(sc).tokens.sum())
+    per_step = sc.micro_batches_per_step * sc.dp_size * sc.budget
+    base = math.ceil(tokens / per_step)
+    ratio = sc.warmup_steps / base if sc.warmup_steps else 0.0
+    return max(1, math.ceil(int(tokens * (1 + ratio / 2)) / per_step))
+
+
+def _loader_kw(sc: LoaderScenario) -> dict[str, Any]:
+    return dict(num_workers=sc.num_workers, pin_memory=False, drop_last=True,
+                prefetch_factor=(sc.prefetch_factor or 2) if sc.num_workers else None,
+                persistent_workers=sc.persistent_workers and sc.num_workers > 0, in_order=sc.in_order,
+                snapshot_every_n_steps=1)
+
+
+# ---- the three pipelines ---------------------------------------------------------------------
+
+class _Adapter:
+    """set_epoch / iter / state_dict / load_state_dict are VeOmni's own, unchanged."""
+
+    dl: Any
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dl.set_epoch(epoch)
+
+    def __iter__(self):
+        return iter(self.dl)
+
+    def state_dict(self) -> dict:
+        return self.dl.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dl.load_state_dict(state)
+
+    def close(self) -> None:
+        if self.dl is not None:
+            shutdown_workers(self.dl)
+        self.dl = None
+
+
+class MainRuntime(_Adapter):
+    def __init__(self, sc: LoaderScenario):
+        v = classes()
+        ds = SampleDataset(trace_of(sc))
+        sampler = v.StatefulDistributedSampler(ds, num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True,
+                                               seed=sc.shuffle_seed)
+        self.inner = v.DistributedDataloader(ds, batch_size=1, sampler=sampler, collate_fn=v.UnpackDataCollator(),
+                                             **_loader_kw(sc))
+        strategy = v.TextBatchingStrategy(token_micro_bsz=sc.budget, buffer_size=sc.buffer_size,
+                                          bsz_warmup_steps=sc.warmup_steps,
+                                          bsz_warmup_init_mbtoken=max(1, sc.budget // 4),
+                                          get_length_fn=v.get_length_fn_by_count_mode("total"))
+        self.dl = v.DynamicBatchSizeDataLoader(self.inner, strategy, collate_fn=v.NoopDataCollator(),
+                                               num_micro_batch=sc.micro_batches_per_step, length=train_steps(sc),
+                                               drop_last=True)
+
+    def close(self) -> None:
+        if self.dl is not None:
+            gen = getattr(self.dl, "_batch_data_iter", None)
+            if gen is not None:
+                gen.close()
+            shutdown_workers(self.inner)
+        self.dl = None
+
+
+def _dynamic_dataset(v: SimpleNamespace, upstream, sc: LoaderScenario):
+    return v.DynamicBatchingSizeDataset(upstream, micro_batch_seq_length=sc.budget,
+                                        ready_for_micro_batch_threshold=sc.buffer_size,
+                                        dynamic_batching_collate_fn=v.NoopDataCollator(), save_by_idx=False,
+                                        get_length_fn=v.get_length_fn_by_count_mode("total"),
+                                        physical_token_cap=None, get_physical_length_fn=None)
+
+
+class WorkerRuntime(_Adapter):
+    def __init__(self, sc: LoaderScenario):
+        v = classes()
+        self.dl = v.DistributedDataloader(self._upstream(v, sc), batch_size=sc.micro_batches_per_step,
+                                          collate_fn=v.NoopDataCollator(), **_loader_kw(sc))
+
+    def _upstream(self, v: SimpleNamespace, sc: LoaderScenario):
+        wrapper = v.MapStyleSamplerWrapper(SampleDataset(trace_of(sc)), num_replicas=sc.dp_size, rank=sc.dp_rank,
+                                           shuffle=True, seed=sc.shuffle_seed)
+        return _dynamic_dataset(v, wrapper, sc)
+
+
+class MultiSource(WorkerRuntime):
+    def _upstream(self, v: SimpleNamespace, sc: LoaderScenario):
+        trace = trace_of(sc)
+        sources, weights = [], []
+        for k, name in enumerate(trace.source_names):
+            rows = [r for r in range(len(trace)) if int(trace.source[r]) == k]
+            sources.append(v.MapStyleSamplerWrapper(SampleDataset(trace, rows), num_replicas=sc.dp_size,
+                                                    rank=sc.dp_rank, shuffle=True, seed=sc.shuffle_seed))
+            weights.append(sc.video_share if name == "video" else 1.0 - sc.video_share)
+        mixed = v.WeightedMultiSourceDataset(sources, weights, seed=sc.shuffle_seed,
+                                             source_names=list(trace.source_names), upstream_sharded=True,
+                                             stopping_strategy="first_exhausted")
+        return _dynamic_dataset(v, mixed, sc)
+
+
+def main_runtime(sc: LoaderScenario) -> MainRuntime:
+    return MainRuntime(sc)
+
+
+def worker_runtime(sc: LoaderScenario) -> WorkerRuntime:
+    return WorkerRuntime(sc)
+
+
+def multi_source(sc: LoaderScenario) -> MultiSource:
+    return MultiSource(sc)
+
+
+def main_skew_runner(sc: SkewScenario) -> SkewRun:
+    """One epoch of the main runtime in plain mode: a budget of 1 token and a buffer of 1 make every
+    fetched sample a step of its own, cut in arrival order (``length`` = the epoch's samples).
+    The sampler order is the StatefulDistributedSampler's own permutation for epoch 0."""
+    v = classes()
+    trace = SKEW_WORKLOAD.sample(sc.num_samples, sc.data_seed)
+    ds = SampleDataset(trace)
+    sampler = v.StatefulDistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=sc.shuffle_seed)
+    order = tuple(int(i) for i in sampler)
+    inner = v.DistributedDataloader(ds, batch_size=1, sampler=sampler, collate_fn=v.UnpackDataCollator(),
+                                    num_workers=sc.num_workers, prefetch_factor=sc.prefetch_factor,
+                                    in_order=sc.in_order, pin_memory=False, drop_last=True, snapshot_every_n_steps=1)
+    strategy = v.TextBatchingStrategy(token_micro_bsz=1, buffer_size=1,
+                                      get_length_fn=v.get_length_fn_by_count_mode("total"))
+    dl = v.DynamicBatchSizeDataLoader(inner, strategy, collate_fn=v.NoopDataCollator(), num_micro_batch=1,
+                                      length=len(ds), drop_last=True)
+    dl.set_epoch(0)
+    try:
+        delivered = tuple(sid for step in dl for sid in sum(ids_of(step), ()))
+    finally:
+        shutdown_workers(inner)
+    return SkewRun(order, delivered)
+
+
+# ---- components ------------------------------------------------------------------------------
+
+WORKER_NOTES = {
+    "warmup_steps": "the worker runtime has no batch-size warm-up (build_native_dataloader passes none)",
+    "fetch_batch_size": "DynamicBatchingSizeDataset reads its upstream one sample at a time",
+}
+MIX_OUT_OF_ORDER = ("out of order a weighted mixture promises neither the order nor each sample once, so "
+                    "no property has anything to hold it to")
+NO_SKEW = ("hands out micro-batches packed inside each worker, not samples in sampler order; the skew "
+           "model is of a sampler's samples dispatched to workers")
+
+
+def components() -> tuple[LoaderComponent, ...]:
+    common = dict(ids_of=ids_of, state_codec="pickle")  # states hold the buffered samples' tensors
+    main = LoaderComponent(
+        name="loader:main", runtime="main", make_loader=main_runtime, skew_runner=main_skew_runner,
+        fetch_batch_sizes=(1,),
+        knob_notes={"fetch_batch_size": "the main runtime needs dataloader_batch_size=1: UnpackDataCollator "
+                                        "keeps features[0] of a fetched batch"}, **common)
+    worker = LoaderComponent(
+        name="loader:worker", runtime="worker", make_loader=worker_runtime, fetch_batch_sizes=(1,), warmup=False,
+        knob_notes=WORKER_NOTES, skip={"in_order_skew": NO_SKEW}, **common)
+    multi = LoaderComponent(
+        name="loader:multisource", runtime="worker", make_loader=multi_source, fetch_batch_sizes=(1,), warmup=False,
+        in_order=(True,), knob_notes={**WORKER_NOTES, "in_order": MIX_OUT_OF_ORDER}, **common,
+        skip={"exactly_once": "a weighted mixture draws sources by weight and stops at the first exhausted one: "
+                              "it promises no sample once per epoch",
+              "dp_shards": "a weighted mixture under first_exhausted reads no complete shard; its sources' "
+                           "rank split is _MapStyleSamplerWrapper's, covered by loader:worker",
+              "in_order_skew": NO_SKEW})
+    return main, worker, multi

@@ -1,0 +1,304 @@
+"""The loader half of the property suite: loader components, their knobs, examples as JSON, the
+built-in ``torchdata`` target failing where its docstring says, VeOmni's loader adapters, and the
+CLI reporting a status for every loader property.
+
+Where the rest runs: dynbsz's loader components go through every loader property in
+tests/test_packer_properties.py (the plugin, target ``dynbsz``: checked below); every loader
+mutant must be killed in tests/test_packer_mutants.py (it iterates ``mutants.MUTANTS``).
+VeOmni's findings are not asserted here (the conformance report pins them); only that its
+adapters deliver sample ids and that each property gets a status.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from properties import cli, loader_suite, mutants, registry
+from properties import loader_props as L
+from properties.packer_suite import PackerExample
+from properties.runner import plan, quiet_target, replay_example
+from properties.skew_props import SkewScenario
+from properties.strategies import loader_scenarios, skew_scenarios
+from properties.targets import LoaderComponent, TargetError, resolve
+
+LOADER_PROPERTIES = ("resume", "exactly_once", "epoch_reshuffle", "dp_shards", "in_order_skew")
+CORPUS = Path(__file__).parent / "regressions"
+DYNBSZ = resolve("dynbsz")
+TORCHDATA = resolve("torchdata")
+
+
+def scenario_json(sc: L.LoaderScenario) -> dict:
+    return loader_suite.encode(sc)
+
+
+# ---- the registry and components ---------------------------------------------------------------
+
+def test_loader_properties_are_registered_with_a_cost():
+    props = {p.name: p for p in registry.properties()}
+    assert set(LOADER_PROPERTIES) <= set(props)
+    for name in LOADER_PROPERTIES:
+        assert "loader" in props[name].kinds
+    # resume is one property over packers, gates and loaders; each kind draws its own examples
+    assert props["resume"].kinds == {"packer", "gate", "loader"}
+    loader = DYNBSZ.component("loader:main")
+    assert props["resume"].examples_for(60, loader) == 15
+    assert props["resume"].examples_for(60, DYNBSZ.component("packer")) == 60
+    assert props["dp_shards"].examples_for(60, loader) == 5 and props["in_order_skew"].examples_for(60, loader) == 3
+    assert props["exactly_once"].examples_for(20, loader) == 5
+
+
+def test_the_plugin_run_on_dynbsz_covers_every_loader_property_on_both_runtimes():
+    pairs = {(p.name, c.name) for p, c in plan(DYNBSZ) if c is not None and c.kind == "loader"}
+    assert pairs == {(p, c) for p in LOADER_PROPERTIES for c in ("loader:main", "loader:worker")}
+    # the one pair dynbsz declares it does not promise, with the reason
+    assert "micro-batches" in DYNBSZ.component("loader:worker").skip["in_order_skew"]
+
+
+def test_combined_resume_reads_both_example_formats():
+    prop = registry.get("resume")
+    sc = L.LoaderScenario(num_samples=13, checkpoints=(0, 4), restore_at_epoch_end=True)
+    assert prop.decode(json.loads(json.dumps(prop.encode(sc)))) == sc
+    packer_example = json.loads(next(CORPUS.glob("resume-packer-*.json")).read_text())["example"]
+    assert isinstance(prop.decode(packer_example), PackerExample)
+    with pytest.raises(ValueError, match="cannot read this example.*loader"):
+        prop.decode({"format": "something"})
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(st.data())
+def test_loader_examples_survive_their_json_form_and_respect_the_knobs(data):
+    component = data.draw(st.sampled_from([DYNBSZ.component("loader:main"), DYNBSZ.component("loader:worker"),
+                                           TORCHDATA.component("loader:main")]))
+    sc = data.draw(loader_scenarios(component))
+    assert loader_suite.decode(json.loads(json.dumps(loader_suite.encode(sc)))) == sc
+    assert component.unsupported(sc) is None
+    assert sc.checkpoints and sc.epochs == 2  # every schedule restores at least once
+    skew = data.draw(skew_scenarios())
+    assert loader_suite.decode_skew(json.loads(json.dumps(loader_suite.encode_skew(skew)))) == skew
+
+
+def test_a_scenario_with_an_unknown_field_is_rejected_by_name():
+    with pytest.raises(ValueError, match="no field.*shards"):
+        L.LoaderScenario.from_json({**L.LoaderScenario().to_json(), "shards": 2})
+
+
+def test_loader_component_is_validated():
+    make = lambda sc: None  # noqa: E731
+    with pytest.raises(TargetError, match="runtime='gpu'; allowed values: main, worker"):
+        LoaderComponent(name="l", make_loader=make, runtime="gpu")
+    with pytest.raises(TargetError, match="state_codec"):
+        LoaderComponent(name="l", make_loader=make, state_codec="yaml")
+    with pytest.raises(TargetError, match="kind='loader'"):
+        LoaderComponent(name="l", kind="packer", make_loader=make)
+    with pytest.raises(TargetError, match="make_loader must be callable"):
+        LoaderComponent(name="l", make_loader=None)
+
+
+def test_a_replayed_example_the_component_cannot_run_is_a_skip_naming_the_setting():
+    sc = L.LoaderScenario(num_samples=12, micro_batches_per_step=2)
+    result = replay_example(TORCHDATA, registry.get("resume"), "loader:main", scenario_json(sc))
+    assert result.status == "skip"
+    assert "micro_batches_per_step=2 is not supported by loader:main" in result.message
+    worker = replace(sc, runtime="worker", micro_batches_per_step=1)
+    result = replay_example(TORCHDATA, registry.get("exactly_once"), "loader:main", scenario_json(worker))
+    assert result.status == "skip" and "runtime='worker'" in result.message
+
+
+# ---- torchdata: the baseline that fails where its docstring says --------------------------------
+
+TD_CASES = {
+    # non-persistent workers draw an extra seed per epoch from the shared generator
+    "epoch_reshuffle": L.LoaderScenario(num_samples=12, num_workers=1, prefetch_factor=1),
+    # StatefulDistributedSampler pads 13 samples to 14 by reading one twice
+    "dp_shards": L.LoaderScenario(num_samples=13, dp_size=2),
+    # a resume (even in order, no workers) restores the generator without the loader's extra
+    # seed draw: the next epoch's permutation differs from the uninterrupted run's
+    "resume": L.LoaderScenario(num_samples=12, checkpoints=(1,)),
+}
+
+
+@pytest.mark.parametrize("prop", sorted(TD_CASES))
+def test_torchdata_fails_where_expected_and_dynbsz_holds_on_the_same_example(prop):
+    example = scenario_json(TD_CASES[prop])
+    failed = replay_example(TORCHDATA, registry.get(prop), "loader:main", example)
+    assert failed.status == "fail", failed.message
+    assert replay_example(DYNBSZ, registry.get(prop), "loader:main", example).status == "pass"
+
+
+def test_torchdata_keeps_sampler_order_in_order():
+    example = loader_suite.encode_skew(SkewScenario(num_samples=60, in_order=True, num_workers=2))
+    assert replay_example(TORCHDATA, registry.get("in_order_skew"), "loader:main", example).status == "pass"
+
+
+def run_cli(capsys, *argv) -> tuple[int, dict]:
+    code = cli.main(list(argv))
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_cli_check_torchdata_reports_every_loader_property(capsys, tmp_path):
+    code, doc = run_cli(capsys, "check", "--target", "torchdata", "--json", "--max-examples", "3", "--no-shrink",
+                        "--database", "none", "--corpus", str(tmp_path), "--property", "epoch_reshuffle",
+                        "--property", "exactly_once", "--property", "resume", "--property", "dp_shards")
+    assert code == 1
+    rows = {r["property"]: r for r in doc["results"]}
+    assert set(rows) == {"epoch_reshuffle", "exactly_once", "resume", "dp_shards"}
+    assert all(r["component"] == "loader:main" and r["status"] in ("pass", "fail") for r in rows.values())
+    fail = rows["epoch_reshuffle"]
+    assert fail["status"] == "fail" and fail["minimal_example"]["format"] == loader_suite.FORMAT
+    assert fail["replay"].startswith("python -m properties replay ")
+    code, out = cli.main(["replay", fail["file"], "--target", "dynbsz"]), capsys.readouterr().out
+    assert code == 0 and out.startswith("PASS epoch_reshuffle [loader:main] on dynbsz")
+
+
+# ---- VeOmni: the adapters deliver sample ids; the CLI reports a status for each property ---------
+
+def veomni():
+    target = resolve("veomni")
+    if target.unavailable:
+        pytest.skip(target.unavailable)
+    return target
+
+
+@pytest.mark.parametrize("name", ["loader:main", "loader:worker", "loader:multisource"])
+def test_veomni_loader_adapters_deliver_sample_ids(name):
+    component = veomni().component(name)
+    sc = L.LoaderScenario(num_samples=16, num_workers=2, prefetch_factor=2, runtime=component.runtime,
+                          micro_batches_per_step=2, budget=256, buffer_size=2)
+    with quiet_target():
+        loader = component.make_loader(sc)
+        try:
+            loader.set_epoch(0)
+            steps = [component.ids_of(step) for step in loader]
+            state = pickle.loads(pickle.dumps(loader.state_dict()))  # what the pickle codec carries
+        finally:
+            loader.close()
+    ids = [sid for step in steps for mb in step for sid in mb]
+    assert steps and all(len(step) == 2 for step in steps)  # num_micro_batch micro-batches per step
+    assert ids and all(isinstance(i, int) and 0 <= i < sc.num_samples for i in ids)
+    assert isinstance(state, dict)
+
+
+def test_cli_check_veomni_gives_every_loader_property_a_status(capsys, tmp_path):
+    components = [c.name for c in veomni().components if c.kind == "loader"]
+    code, doc = run_cli(capsys, "check", "--target", "veomni", "--json", "--max-examples", "2", "--no-shrink",
+                        "--database", "none", "--corpus", str(tmp_path),
+                        *[a for c in components for a in ("--component", c)])
+    assert code in (0, 1)
+    rows = {(r["property"], r["component"]): r for r in doc["results"]}
+    assert set(rows) == {(p, c) for p in LOADER_PROPERTIES for c in components}
+    for row in rows.values():
+        assert row["status"] in ("pass", "fail", "skip")
+        assert row["status"] == "pass" or row["message"]  # a failure or a skip says why
+
+
+# ---- loader mutants ------------------------------------------------------------------------------
+
+def test_loader_mutants_stand_in_for_dynbsz_loader_components():
+    loader_mutants = [m for m in mutants.MUTANTS if m.component == "loader"]
+    assert len(loader_mutants) >= 7 and len(mutants.MUTANTS) >= 12
+    for m in loader_mutants:
+        target = resolve("mutant:" + m.name)
+        (component,) = target.components
+        assert component.name == m.replaces and component.kind == "loader"
+        reference = DYNBSZ.component(m.replaces)
+        # same knobs and promises as the component it replaces: only the loader differs
+        assert replace(component, make_loader=reference.make_loader) == reference
+
+
+# ---- a user's own loader, as MODULE:FACTORY returning a Target -----------------------------------
+
+USER_LOADERS = '''
+from properties.loader_targets import dynbsz_loader
+from properties.targets import LoaderComponent, Target
+
+
+class NoCheckpoint:
+    def __init__(self, sc):
+        self.sc = sc
+
+    def set_epoch(self, epoch):
+        pass
+
+    def __iter__(self):
+        return iter(())
+
+
+def good():
+    return Target(name="x", components=(LoaderComponent(name="loader:main", make_loader=dynbsz_loader),))
+
+
+def lacking():
+    return Target(name="x", components=(LoaderComponent(name="loader:main", make_loader=NoCheckpoint),))
+
+
+def broken():
+    def make(sc):
+        raise RuntimeError("no dataset here")
+    return Target(name="x", components=(LoaderComponent(name="loader:main", make_loader=make),))
+'''
+
+
+@pytest.fixture
+def user_loaders(tmp_path, monkeypatch):
+    (tmp_path / "userloaders.py").write_text(USER_LOADERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "userloaders"
+
+
+def test_a_user_loader_target_runs_the_loader_properties(user_loaders):
+    target = resolve(f"{user_loaders}:good")
+    assert target.name == f"{user_loaders}:good" and target.kinds() == ("loader",)
+    example = scenario_json(L.LoaderScenario(num_samples=12, num_workers=2, prefetch_factor=2, checkpoints=(0, 3)))
+    assert replay_example(target, registry.get("resume"), "loader:main", example).status == "pass"
+
+
+@pytest.mark.parametrize("factory, says", [
+    ("lacking", "the loader of loader:main (NoCheckpoint) lacks state_dict(), load_state_dict(), close()"),
+    ("broken", "loader:main's make_loader raised RuntimeError: no dataset here"),
+])
+def test_a_user_loader_missing_methods_or_raising_gets_one_line(user_loaders, factory, says):
+    with pytest.raises(TargetError) as e:
+        resolve(f"{user_loaders}:{factory}")
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+FLAKY_LOADER = '''
+import itertools
+
+from properties.loader_props import default_ids_of
+from properties.loader_targets import dynbsz_loader
+from properties.packer_props import PropertyViolation
+from properties.targets import LoaderComponent, Target
+
+CALLS = itertools.count()
+
+
+def ids_of(step):
+    # Fails on the first step ever seen, then never again: a timing-dependent failure in miniature.
+    if next(CALLS) == 0:
+        raise PropertyViolation("exactly-once: pretend a sample arrived twice")
+    return default_ids_of(step)
+
+
+def target():
+    return Target(name="x", components=(LoaderComponent(name="loader:main", make_loader=dynbsz_loader,
+                                                        ids_of=ids_of, in_order=(True,), max_workers=0),))
+'''
+
+
+def test_a_flaky_failure_is_reported_with_its_seed_and_kept_out_of_the_corpus(capsys, tmp_path, monkeypatch):
+    (tmp_path / "flakyloader.py").write_text(FLAKY_LOADER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, doc = run_cli(capsys, "check", "--target", "flakyloader:target", "--json", "--property", "exactly_once",
+                        "--max-examples", "2", "--database", "none", "--corpus", str(tmp_path / "corpus"))
+    (row,) = doc["results"]
+    assert code == 1 and row["status"] == "fail" and row["flaky"] and row["message"].startswith("flaky:")
+    assert row["file"] is None and row["replay"].startswith("python -m properties check --target flakyloader:target")
+    assert not (tmp_path / "corpus").exists()  # a flaky example would make the regression corpus flaky
