@@ -19,14 +19,27 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 _QUICK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
 
 
+def _database() -> dict:
+    """``DYNBSZ_HYPOTHESIS_DB=DIR`` keeps Hypothesis's example database outside the checkout, so
+    failures found in one CI run are replayed first in the next (.ci/run points it at the user's
+    cache directory); unset, Hypothesis uses ``.hypothesis/`` in the working directory."""
+    path = os.environ.get("DYNBSZ_HYPOTHESIS_DB")
+    if not path:
+        return {}
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    return {"database": DirectoryBasedExampleDatabase(path)}
+
+
 def register() -> None:
+    db = _database()
     settings.register_profile("ci", max_examples=60, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
-                              phases=_QUICK)
+                              phases=_QUICK, **db)
     settings.register_profile("dev", max_examples=20, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
-                              phases=_QUICK)
+                              phases=_QUICK, **db)
     settings.register_profile("fuzz", max_examples=5_000, deadline=None, print_blob=True,
                               suppress_health_check=_SLOW_OK,
-                              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink], **db)
 
 
 def load(name: str | None = None) -> str:
