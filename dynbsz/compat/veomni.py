@@ -75,6 +75,10 @@ class VeOmniPacker:
     this adapter passes them on so the property suite can see that happen.
     """
 
+    #: VeOmni has no empty-sample policy: a sample with zero budgeted tokens (all labels masked
+    #: under count mode "loss") is packed like any other; dynbsz's ``empty="emit_alone"`` sends it alone.
+    empties_alone = False
+
     def __init__(self, config: PackerConfig, buffer_size: int = 200):
         self.config = config
         self.buffer_size = buffer_size
