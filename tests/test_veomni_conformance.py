@@ -1,0 +1,135 @@
+"""VeOmni 0.1.12 conformance pins (docs/veomni-0.1.12-conformance.md).
+
+Each finding of the report is a regression file in tests/regressions/ and three checks here:
+
+* a strict expected failure on the ``veomni`` target as shipped: when an upstream release fixes
+  the bug, the test passes, strict xfail turns that into a failure, and the pin must be updated;
+* its root cause: the example fails on VeOmni with every proposed fix applied except the
+  finding's own, and passes with all of them (the fix is necessary, and the fixes together
+  are sufficient);
+* dynbsz passes the same example (tests/test_properties_regressions.py replays every file on
+  dynbsz where dynbsz has the component).
+
+The documented deviations are checked to be rejected, not reported as bugs, and their losses
+are counted on small workloads (the report's figures come from ``python -m
+properties.veomni_conformance deviations``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from properties import corpus
+from properties.targets import veomni_loaders
+
+pytestmark = pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_loaders.MISSING)
+
+CORPUS = Path(__file__).parent / "regressions"
+
+
+def _vc():
+    from properties import veomni_conformance
+
+    return veomni_conformance
+
+
+def _pins() -> list[tuple[str, str]]:
+    from properties.veomni_conformance import PINNED
+
+    return sorted(PINNED.items(), key=lambda kv: int(kv[0][1:]))
+
+
+@pytest.mark.parametrize("fix,file", _pins(), ids=[k for k, _ in _pins()])
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a VeOmni 0.1.12 bug (docs/veomni-0.1.12-conformance.md); an XPASS means upstream fixed it")
+def test_finding_still_fails_on_veomni_as_shipped(fix, file):
+    result = corpus.replay(corpus.load(CORPUS / file))
+    assert result.status != "skip", result.message  # a skip would be neither evidence nor a fix
+    assert result.status == "pass", f"{fix}: {result.message}"
+
+
+@pytest.mark.parametrize("fix,file", _pins(), ids=[k for k, _ in _pins()])
+def test_finding_is_explained_by_its_fix(fix, file):
+    vc = _vc()
+    entry = corpus.load(CORPUS / file)
+    assert entry["target"] == "veomni" and entry["expect"]["veomni"] == "fail"
+    without = vc.replay_with(entry, [f for f in vc.ALL_FIXES if f != fix])
+    assert without.status == "fail", f"{file} passes without {fix}: the fix is not what it needs ({without.message})"
+    with_all = vc.replay_with(entry, vc.ALL_FIXES)
+    assert with_all.status == "pass", f"{file} still fails with every fix: {with_all.message}"
+
+
+def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():
+    vc = _vc()
+    assert set(vc.PINNED) == set(vc.FIXES)
+    for fix, file in vc.PINNED.items():
+        entry = corpus.load(CORPUS / file)
+        assert set(vc.FIX_COMPONENTS[fix]) >= {entry["component"]}, (fix, entry["component"])
+
+
+def test_fixes_are_undone_after_the_block():
+    vc = _vc()
+    db, ds, sampler = vc._veomni()
+    own = (db.DynBszBuffer.__dict__["get_samples"], db.DynamicBatchSizeDataLoader.__dict__["batch_data_generator"],
+           ds._MapStyleSamplerWrapper.__dict__["load_state_dict"], sampler.__dict__["__iter__"])
+    with vc.fixes_applied(vc.ALL_FIXES):
+        assert db.DynBszBuffer.__dict__["get_samples"] is not own[0]
+        assert sampler.__dict__["__iter__"] is not own[3]
+        assert isinstance(ds._MapStyleSamplerWrapper.__dict__["epoch"], property)
+    after = (db.DynBszBuffer.__dict__["get_samples"], db.DynamicBatchSizeDataLoader.__dict__["batch_data_generator"],
+             ds._MapStyleSamplerWrapper.__dict__["load_state_dict"], sampler.__dict__["__iter__"])
+    assert after == own
+    assert "epoch" not in ds._MapStyleSamplerWrapper.__dict__
+    with pytest.raises(KeyError, match="unknown fix.*allowed values: V1"):
+        with vc.fixes_applied(["V99"]):
+            pass
+
+
+# ---- documented deviations: rejected as such, and counted ---------------------------------------
+
+def test_a_one_token_sample_is_a_documented_deviation_not_a_finding():
+    vc = _vc()
+    entry = corpus.load(CORPUS / "conservation-packer-veomni-5dd25cc8b9.json")
+    assert corpus.replay(entry).status == "fail"          # VeOmni drops it ...
+    held = vc.replay_with(entry)
+    assert held.status == "skip" and "documented deviation D1" in held.message   # ... as documented
+
+
+def test_loader_deviations_name_what_the_scenario_hits():
+    from properties.loader_props import LoaderScenario
+
+    vc = _vc()
+    base = LoaderScenario(num_samples=12, data_seed=0, shuffle_seed=0, num_workers=2, prefetch_factor=1,
+                          persistent_workers=False, in_order=True, runtime="worker", fetch_batch_size=1, budget=128,
+                          buffer_size=1, micro_batches_per_step=1, warmup_steps=0, epochs=2, dp_rank=0, dp_size=1,
+                          checkpoints=(), restore_at_epoch_end=False)
+    import dataclasses
+
+    assert vc.loader_deviation("loader:worker", "worker", base) is None
+    overlong = dataclasses.replace(base, budget=1)
+    assert "D2" in str(vc.loader_deviation("loader:worker", "worker", overlong))
+    assert vc.loader_deviation("loader:main", "main", dataclasses.replace(overlong, runtime="main")) is None
+    assert "D3" in str(vc.loader_deviation("loader:worker", "worker", dataclasses.replace(base, dp_size=5)))
+    ooo = dataclasses.replace(base, in_order=False, checkpoints=(3,))
+    assert "D4" in str(vc.loader_deviation("loader:worker", "worker", ooo))
+
+
+def test_deviation_counts_agree_with_the_lengths():
+    vc = _vc()
+    n, budget = 2_000, 8_192
+    lengths = vc.lognormal_lengths(n, 2048, 1.0, 0)
+    d2 = vc.count_overlong(n, 2048, 1.0, budget, 0)
+    assert d2["dropped_samples"] == int((lengths > budget).sum()) > 0
+    assert d2["dropped_tokens"] == int(lengths[lengths > budget].sum())
+    d1 = vc.count_one_token(n, 16, 2.0, 0, budget)
+    assert d1["dropped_samples"] == d1["one_token_samples"] == int((vc.lognormal_lengths(n, 16, 2.0, 0) <= 1).sum()) > 0
+    assert vc.count_padding(10, 3)["duplicated_per_epoch"] == 2
+
+
+def test_main_runtime_epochs_miss_and_repeat_samples():
+    # V5 on a lognormal workload: an epoch of train_steps steps is not one pass over the data.
+    rows = _vc().count_main_epochs(400, 2048, 1.0, 32 * 1024, 24, 0, epochs=2)["epochs"]
+    assert any(r["missed"] or r["repeated"] for r in rows)
+    assert all(r["delivered"] == r["distinct"] + r["repeated"] for r in rows)
