@@ -572,15 +572,9 @@ def fixes_applied(ids: tuple[str, ...] | list[str] = ALL_FIXES) -> Iterator[None
     if unknown:
         raise KeyError(f"unknown fix(es) {unknown}; allowed values: {', '.join(FIXES)}")
     outermost = _INSTALLED is None
-    _install()
-    saved: list[tuple[Any, str, Any, bool]] = []
     before = set(_ACTIVE)
+    saved = _activate(ids)
     try:
-        for fix in ids:
-            for obj, attr, new in _CONDITIONAL.get(fix, lambda: [])():
-                saved.append((obj, attr, obj.__dict__.get(attr), attr in obj.__dict__))
-                setattr(obj, attr, new)
-        _ACTIVE.update(ids)
         yield
     finally:
         _ACTIVE.clear()
@@ -592,6 +586,19 @@ def fixes_applied(ids: tuple[str, ...] | list[str] = ALL_FIXES) -> Iterator[None
                 delattr(obj, attr)
         if outermost and not _PERMANENT:
             _uninstall()
+
+
+def _activate(ids) -> list[tuple[Any, str, Any, bool]]:
+    """Install the patches, put the chosen fixes' attributes in place and mark them active; returns
+    what was replaced."""
+    _install()
+    saved: list[tuple[Any, str, Any, bool]] = []
+    for fix in ids:
+        for obj, attr, new in _CONDITIONAL.get(fix, lambda: [])():
+            saved.append((obj, attr, obj.__dict__.get(attr), attr in obj.__dict__))
+            setattr(obj, attr, new)
+    _ACTIVE.update(ids)
+    return saved
 
 
 def fixed_loaders() -> dict[str, Callable[[Any], Any]]:
@@ -629,9 +636,8 @@ _PERMANENT: list[Any] = []
 def fixed() -> Target:
     """``documented()`` with every fix in FIXES applied, for the rest of this process."""
     if not _PERMANENT:
-        ctx = fixes_applied(ALL_FIXES)
-        ctx.__enter__()   # never exited: forked workers and later loaders must see the fixes
-        _PERMANENT.append(ctx)  # held, or collecting the suspended generator would undo the fixes
+        # Never undone: forked workers and later loaders must see the fixes.
+        _PERMANENT.append(_activate(ALL_FIXES))
     return Target(name="veomni-fixed", components=_documented_components(fixed_loaders()),
                   description="VeOmni 0.1.12 with the report's proposed fixes V1-V13 patched in (D1-D4 not drawn)")
 
@@ -857,7 +863,8 @@ def table(shipped: dict, documented: dict, fixed: dict, dynbsz: dict, findings: 
             return "n/a"
         if r["status"] == "skip":
             return "not promised" if "does not promise" in r["message"] else "n/a"
-        return f"{r['status']} ({r['examples']:,})"
+        flaky = ", timing-dependent" if r.get("flaky") else ""
+        return f"{r['status']} ({r['examples']:,}{flaky})"
 
     cols = [rows(shipped), rows(documented), rows(fixed), rows(dynbsz)]
     keys = [k for k in cols[0] if k[1] != "-"]
