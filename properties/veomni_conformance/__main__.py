@@ -1,0 +1,71 @@
+"""``python -m properties.veomni_conformance``: the report's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import __doc__ as DOC
+from .fixes import FIXES
+from .losses import deviations_report
+from .studies import _campaign_targets, attribute, campaign, leave_one_out, matrix, matrix_table
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m properties.veomni_conformance", description=DOC,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("deviations", help="count what VeOmni's documented deviations lose on lognormal workloads")
+    d.add_argument("--quick", action="store_true", help="20,000 samples instead of 100,000")
+    sub.add_parser("fixes", help="list the proposed fixes")
+    c = sub.add_parser("campaign", help="fuzz one target and tally the loader configurations it covered (JSON)")
+    c.add_argument("--target", required=True, help="dynbsz, veomni, documented or fixed")
+    c.add_argument("--minutes", type=float, required=True)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--corpus", default=None, help="save failures here (default: not saved)")
+    a = sub.add_parser("attribute", help="the minimal set of proposed fixes that makes saved failures pass")
+    a.add_argument("files", nargs="+")
+    lo = sub.add_parser("leave-one-out", help="for each fix, search with every other fix applied (JSON lines)")
+    lo.add_argument("fixes", nargs="*", default=list(FIXES))
+    lo.add_argument("--corpus", default=None)
+    lo.add_argument("--profile", default="ci")
+    m = sub.add_parser("matrix", help="failure rate of each loader property per configuration (JSON)")
+    m.add_argument("--target", required=True, help="dynbsz, veomni, documented or fixed")
+    m.add_argument("--examples", type=int, default=8, help="examples per (configuration, property)")
+    m.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.command == "matrix":
+        rows = matrix(_campaign_targets()[args.target](), args.examples, args.seed)
+        json.dump({"target": args.target, "examples": args.examples, "seed": args.seed, "rows": rows,
+                   "table": matrix_table(rows)}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    if args.command == "leave-one-out":
+        for fix in args.fixes:
+            started = time.time()
+            for r in leave_one_out(fix, args.corpus, args.profile):
+                print(json.dumps({"fix": fix, "seconds": round(time.time() - started, 1), **r.to_json()}), flush=True)
+        return 0
+    if args.command == "attribute":
+        from .. import corpus
+
+        for path in args.files:
+            print(json.dumps({"file": path, **attribute(corpus.load(path))}), flush=True)
+        return 0
+    if args.command == "campaign":
+        json.dump(campaign(args.target, args.minutes, args.seed, args.corpus), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    if args.command == "fixes":
+        for k, v in FIXES.items():
+            print(f"{k:4} {v}")
+        return 0
+    json.dump(deviations_report(args.quick), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

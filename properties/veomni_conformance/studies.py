@@ -1,0 +1,248 @@
+"""What the report is made of: replays with chosen fixes, fix attribution, the leave-one-out
+search, the per-configuration failure matrix, fuzz campaigns with their scenario tallies, and
+the component-by-property table."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Any, Callable
+
+from ..registry import Unsupported
+from ..targets.base import LoaderComponent, Target
+from .documented import _Refused, _documented_components, documented
+from .fixes import ALL_FIXES, FIX_COMPONENTS, fixed, fixed_loaders, fixes_applied
+
+def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) -> Any:
+    """Replay a regression entry on VeOmni held to its documentation, with ``fixes`` applied (and
+    only those): the Result (pass, fail, or skip naming a documented deviation)."""
+    from .. import registry
+    from ..runner import replay_example
+
+    target = Target(name="veomni-with-" + ("+".join(fixes) or "no-fixes"),
+                    components=_documented_components(fixed_loaders()))
+    with fixes_applied(tuple(fixes)):
+        return replay_example(target, registry.get(entry["property"]), entry["component"], entry["example"])
+
+
+def attribute(entry: dict[str, Any]) -> dict[str, Any]:
+    """Which fixes an example needs: it must fail with none and pass with all; then fixes are taken
+    out one at a time while it still passes, leaving a minimal set that is sufficient on its own."""
+    bare = replay_with(entry)
+    if bare.status != "fail":
+        return {"status": bare.status, "message": bare.message, "fixes": None}
+    full = replay_with(entry, ALL_FIXES)
+    if full.status != "pass":
+        return {"status": "unexplained", "message": full.message, "fixes": None}
+    needed = list(ALL_FIXES)
+    for fix in ALL_FIXES:
+        trial = [f for f in needed if f != fix]
+        if replay_with(entry, trial).status == "pass":
+            needed = trial
+    return {"status": "fail", "message": bare.message, "fixes": needed}
+
+
+def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: int = 0) -> list[Any]:
+    """Search for what ``fix`` alone prevents: every property on the components it touches, on VeOmni
+    held to its documentation with every other fix applied. A failure is an example the other fixes
+    do not cover (saved as a ``veomni`` regression when it also fails on VeOmni as shipped)."""
+    from .. import corpus
+    from ..runner import RunSettings, run_target
+
+    others = tuple(f for f in ALL_FIXES if f != fix)
+    target = Target(name=f"veomni-fixed-except-{fix}", components=_documented_components(fixed_loaders()))
+    with fixes_applied(others):
+        results = run_target(target, RunSettings(profile=profile, seed=seed, database=None),
+                             components=FIX_COMPONENTS[fix])
+    out = []
+    for r in results:
+        if r.status == "fail" and r.saveable and corpus_dir is not None:
+            shipped = dataclasses.replace(r, target="veomni")
+            entry = corpus.entry_for(shipped)
+            if replay_with(entry, ()).status == "fail" and replay_with(entry, ALL_FIXES).status == "pass":
+                path = corpus.save(shipped, corpus_dir)
+                r = dataclasses.replace(r, file=str(path), replay=corpus.replay_command(path))
+        out.append(r)
+    return out
+
+
+# ---- the configuration matrix: how often each property fails, per loader configuration -----------
+
+def _configs(c: LoaderComponent) -> list[dict[str, Any]]:
+    warmups = (False, True) if c.warmup else (False,)
+    out = [{"workers": False, "in_order": True, "persistent": False, "warmup": w} for w in warmups]
+    out += [{"workers": True, "in_order": o, "persistent": p, "warmup": w}
+            for o in c.in_order for p in c.persistent for w in warmups]
+    return out
+
+
+def _config_name(cfg: dict[str, Any]) -> str:
+    if not cfg["workers"]:
+        return "no workers" + (", warm-up" if cfg["warmup"] else "")
+    return ", ".join(["in_order" if cfg["in_order"] else "out of order",
+                      "persistent" if cfg["persistent"] else "non-persistent"] + (["warm-up"] if cfg["warmup"] else []))
+
+
+def matrix(target: Target, examples: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Each loader property on each configuration a component supports (workers or none, in_order,
+    persistent workers, warm-up): ``examples`` fresh examples each, counting the failing ones
+    instead of stopping at the first, so a failure rate says where a bug lives."""
+    import hypothesis
+    from hypothesis import Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis.errors import Unsatisfiable
+
+    from .. import registry
+    from ..packer_props import PropertyViolation
+    from ..runner import guarded_check, quiet_target
+
+    rows = []
+    for c in target.components:
+        if not isinstance(c, LoaderComponent):
+            continue
+        for cfg in _configs(c):
+
+            def keep(sc, cfg=cfg):
+                return (sc.num_workers > 0) == cfg["workers"] and (sc.warmup_steps > 0) == cfg["warmup"]
+
+            for prop in registry.properties():
+                if "loader" not in prop.kinds or prop.name == "in_order_skew" or prop.skip_reason(c):
+                    continue
+                # epoch_reshuffle runs every scenario both with and without persistent workers itself.
+                both = prop.name == "epoch_reshuffle"
+                if both and cfg["workers"] and not cfg["persistent"]:
+                    continue
+                narrowed = dataclasses.replace(c, in_order=(cfg["in_order"],), warmup=cfg["warmup"],
+                                               persistent=c.persistent if both else (cfg["persistent"],),
+                                               max_workers=c.max_workers if cfg["workers"] else 0)
+                tally = {"examples": 0, "failed": 0, "refused": 0, "first": None}
+
+                def make_probe(prop, component, tally):
+                    def probe(sc):
+                        try:
+                            guarded_check(prop, component, sc)
+                        except Unsupported:
+                            tally["refused"] += 1
+                            hypothesis.reject()
+                        except PropertyViolation as e:
+                            tally["failed"] += 1
+                            tally["first"] = tally["first"] or str(e)
+                        tally["examples"] += 1
+
+                    return probe
+
+                probe = make_probe(prop, narrowed, tally)
+                test = hseed(seed)(settings(max_examples=examples, database=None, deadline=None,
+                                            phases=[Phase.generate], suppress_health_check=list(hypothesis.HealthCheck))(
+                    given(prop.examples(narrowed).filter(keep))(probe)))
+                status = "ok"
+                try:
+                    with quiet_target():
+                        test()
+                except Unsatisfiable:
+                    status = "n/a"
+                rows.append({"component": c.name, "config": _config_name(cfg), "property": prop.name,
+                             "status": status, **tally})
+                print(f"{c.name:20} {_config_name(cfg):42} {prop.name:16} {tally['failed']}/{tally['examples']}",
+                      file=sys.stderr, flush=True)
+    return rows
+
+
+def matrix_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one table row per (component, configuration), failing/run per property."""
+    props = list(dict.fromkeys(r["property"] for r in rows))
+    out = ["| component | configuration | " + " | ".join(props) + " |", "|---|---|" + "---|" * len(props)]
+    for key in dict.fromkeys((r["component"], r["config"]) for r in rows):
+        cells = {r["property"]: r for r in rows if (r["component"], r["config"]) == key}
+        shown = []
+        for prop in props:
+            r = cells.get(prop)
+            shown.append("·" if r is None else "n/a" if r["status"] == "n/a" or not r["examples"]
+                         else f"{r['failed']}/{r['examples']}")
+        out.append(f"| {key[0]} | {key[1]} | " + " | ".join(shown) + " |")
+    return "\n".join(out)
+
+
+# ---- the campaign: fuzz one target, tallying the configurations it really ran ---------------------
+
+#: component -> axis -> value -> distinct scenarios built (a property builds several loaders per example).
+_TALLY: dict[str, dict[str, dict[str, set]]] = {}
+
+
+def _axes(sc: Any) -> dict[str, Any]:
+    workers = sc.num_workers > 0
+    return {"in_order": sc.in_order, "workers": "yes" if workers else "no (main process)",
+            "persistent_workers": sc.persistent_workers if workers else "n/a (no workers)",
+            "warmup": sc.warmup_steps > 0, "micro_batches_per_step": sc.micro_batches_per_step,
+            "dp_size": sc.dp_size, "checkpoints": bool(sc.checkpoints) or sc.restore_at_epoch_end}
+
+
+def _tallied(target: Target) -> Target:
+    def count(component: str, sc: Any, refused: Unsupported | None) -> None:
+        key = repr(sc)
+        axes = _axes(sc) if refused is None else {"refused": str(refused).split(":")[0]}
+        for axis, value in axes.items():
+            _TALLY.setdefault(component, {}).setdefault(axis, {}).setdefault(str(value), set()).add(key)
+
+    out = []
+    for c in target.components:
+        if isinstance(c, LoaderComponent):
+            def make_loader(sc, c=c):
+                loader = c.make_loader(sc)
+                count(c.name, sc, loader.reason if isinstance(loader, _Refused) else None)
+                return loader
+
+            c = dataclasses.replace(c, make_loader=make_loader)
+        out.append(c)
+    return dataclasses.replace(target, components=tuple(out))
+
+
+def _campaign_targets() -> dict[str, Callable[[], Target]]:
+    from ..targets import resolve
+
+    return {"dynbsz": lambda: resolve("dynbsz"), "veomni": lambda: resolve("veomni"),
+            "documented": documented, "fixed": fixed}
+
+
+def campaign(target_name: str, minutes: float, seed: int, corpus_dir: str | None) -> dict[str, Any]:
+    """``fuzz`` on one target (dynbsz, veomni, documented or fixed) with the fuzz profile, and the
+    tally of loader configurations its examples covered."""
+    from ..fuzz import fuzz
+    from ..report import fuzz_json
+
+    factories = _campaign_targets()
+    if target_name not in factories:
+        raise ValueError(f"--target {target_name!r}; allowed values: {', '.join(factories)}")
+    _TALLY.clear()
+    report = fuzz(_tallied(factories[target_name]()), minutes, seed=seed, corpus_dir=corpus_dir, database=None,
+                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+    coverage = {comp: {axis: {v: len(ids) for v, ids in sorted(values.items())} for axis, values in axes.items()}
+                for comp, axes in _TALLY.items()}
+    return {"target": target_name, "date": time.strftime("%Y-%m-%d"), "fuzz": fuzz_json(report),
+            "scenarios": coverage}
+
+
+def table(shipped: dict, documented: dict, fixed: dict, dynbsz: dict, findings: dict[tuple[str, str], str]) -> str:
+    """The report's markdown table from the JSON of ``check --json`` (VeOmni as shipped) and of three
+    campaigns; ``findings`` maps (property, component) to the findings that explain a failure."""
+    def rows(doc: dict) -> dict[tuple[str, str], dict]:
+        results = doc["fuzz"]["results"] if "fuzz" in doc else doc["results"]
+        return {(r["property"], r["component"]): r for r in results}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "n/a"
+        if r["status"] == "skip":
+            return "not promised" if "does not promise" in r["message"] else "n/a"
+        flaky = ", timing-dependent" if r.get("flaky") else ""
+        return f"{r['status']} ({r['examples']:,}{flaky})"
+
+    cols = [rows(shipped), rows(documented), rows(fixed), rows(dynbsz)]
+    keys = [k for k in cols[0] if k[1] != "-"]
+    out = ["| property | component | VeOmni as shipped | held to its docs | with fixes V1-V13 | dynbsz | findings |",
+           "|---|---|---|---|---|---|---|"]
+    for prop, comp in keys:
+        out.append(f"| {prop} | {comp} | " + " | ".join(cell(c.get((prop, comp))) for c in cols)
+                   + f" | {findings.get((prop, comp), '')} |")
+    return "\n".join(out)
