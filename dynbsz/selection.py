@@ -83,15 +83,7 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
         rem_p = cap - int((tokens if physical is None else physical)[0])
         return _select_capped(tokens, tokens if physical is None else physical, rem, rem_p, taken)
     if n <= _PY_WALK:
-        i = 0
-        for length in tokens[1:].tolist():
-            i += 1
-            if length <= rem:
-                taken.append(i)
-                rem -= length
-                if rem <= 0:
-                    break
-        return taken
+        return _walk(range(1, n), tokens[1:].tolist(), rem, taken)
 
     # Phase A: the run of samples right behind the head that all fit is taken as is; a
     # cumulative sum over a growing window finds where it ends without touching the rest.
@@ -134,7 +126,12 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
         keep = (lens[k + 1:] <= rem).nonzero()[0]
         pos = pos[k + 1:][keep]
         lens = lens[k + 1:][keep]
-    for i, length in zip(pos.tolist(), lens.tolist()):
+    return _walk(pos.tolist(), lens.tolist(), rem, taken)
+
+
+def _walk(positions, lengths, rem: int, taken: list[int]) -> list[int]:
+    """The literal walk over (position, length) pairs, appending to ``taken``."""
+    for i, length in zip(positions, lengths):
         if length <= rem:
             taken.append(i)
             rem -= length
