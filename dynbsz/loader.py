@@ -26,6 +26,7 @@ import contextlib
 import logging
 import warnings
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -169,7 +170,7 @@ def _torchdata_quiet():
         log.setLevel(level)
 
 
-class EpochLoader:
+class EpochLoader(ABC):
     """What both runtimes share: the current epoch and moving to the next, the live iterator (held
     weakly), closing, and turning micro-batches into steps. A subclass provides ``_run`` (the
     current epoch's steps), ``_done``, ``_reset_progress`` and ``_progress_note``."""
@@ -186,17 +187,21 @@ class EpochLoader:
         self._live: weakref.ref | None = None   # the running epoch iterator, if any (weak: no cycle)
         self._dl: StatefulDataLoader | None = None
 
+    @abstractmethod
     def _done(self) -> bool:
-        raise NotImplementedError
+        """The current epoch has delivered everything."""
 
+    @abstractmethod
     def _reset_progress(self) -> None:
-        raise NotImplementedError
+        """Forget the current epoch's progress (a new epoch starts)."""
 
+    @abstractmethod
     def _progress_note(self) -> str:
-        raise NotImplementedError
+        """Where the current epoch stands, for error messages."""
 
+    @abstractmethod
     def _run(self) -> Iterator[Step]:
-        raise NotImplementedError
+        """The current epoch's remaining steps."""
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch to iterate. A no-op for the current epoch, so a restored loader keeps its place."""
