@@ -55,3 +55,14 @@ def check_int(setting: str, value: object, *, minimum: int, maximum: int | None 
         bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise ConfigError(f"{setting} must be an integer {bound}, got {value}")
     return value
+
+
+def check_fields(what: str, d: dict, cls: type) -> None:
+    """A serialized dataclass (a config or scenario read back from JSON) names only fields ``cls`` has."""
+    from dataclasses import fields
+
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ConfigError(f"{what} has no field(s) {', '.join(unknown)} (unknown settings; allowed values: "
+                          f"{', '.join(known)})")

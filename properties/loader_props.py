@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import pickle
 from collections import Counter
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
+from dynbsz.errors import check_fields
 from dynbsz.workload import SourceSpec, Workload
 
 from .packer_props import PropertyViolation
@@ -67,10 +68,7 @@ class LoaderScenario:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LoaderScenario":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"LoaderScenario has no field(s) {', '.join(unknown)}")
+        check_fields("LoaderScenario", d, cls)
         return cls(**{**d, "checkpoints": tuple(d.get("checkpoints", ()))})
 
 

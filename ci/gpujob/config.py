@@ -7,10 +7,10 @@ handed the exact same configuration as JSON and rebuild the same trace, loader a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from dynbsz.errors import ConfigError, check_choice, check_int
+from dynbsz.errors import ConfigError, check_choice, check_fields, check_int
 
 SDPA_CHOICES = ("auto", "math", "flash", "efficient")
 from dynbsz.workload import SourceSpec, Trace, Workload
@@ -133,10 +133,7 @@ class JobConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "JobConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"job config has unknown settings {unknown}")
+        check_fields("job config", d, cls)
         d = dict(d)
         d["sources"] = tuple(SourceSpec(**s) for s in d["sources"])
         return cls(**d)
