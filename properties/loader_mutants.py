@@ -14,9 +14,8 @@ from typing import Any
 
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
-from dynbsz.loader import DynamicBatchLoader, _torchdata_quiet
-from dynbsz.worker_runtime import PackingStream, WorkerRuntimeLoader, first_item
-from torchdata.stateful_dataloader import StatefulDataLoader
+from dynbsz.loader import DynamicBatchLoader
+from dynbsz.worker_runtime import PackingStream, WorkerRuntimeLoader
 
 from .loader_props import LoaderScenario
 from .loader_targets import CountResumeLoader, loader_config, packer_config, trace_of

@@ -13,6 +13,10 @@ from .losses import deviations_report
 from .studies import _campaign_targets, attribute, campaign, leave_one_out, matrix, matrix_table
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m properties.veomni_conformance", description=DOC,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.command == "matrix":
-        rows = matrix(_campaign_targets()[args.target](), args.examples, args.seed)
+        rows = matrix(_campaign_targets()[args.target](), args.examples, args.seed, progress=_progress)
         json.dump({"target": args.target, "examples": args.examples, "seed": args.seed, "rows": rows,
                    "table": matrix_table(rows)}, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"file": path, **attribute(corpus.load(path))}), flush=True)
         return 0
     if args.command == "campaign":
-        json.dump(campaign(args.target, args.minutes, args.seed, args.corpus), sys.stdout, indent=1)
+        json.dump(campaign(args.target, args.minutes, args.seed, args.corpus, progress=_progress), sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     if args.command == "fixes":

@@ -5,7 +5,6 @@ the component-by-property table."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from typing import Any, Callable
 
@@ -84,7 +83,8 @@ def _config_name(cfg: dict[str, Any]) -> str:
                       "persistent" if cfg["persistent"] else "non-persistent"] + (["warm-up"] if cfg["warmup"] else []))
 
 
-def matrix(target: Target, examples: int, seed: int = 0) -> list[dict[str, Any]]:
+def matrix(target: Target, examples: int, seed: int = 0,
+           progress: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
     """Each loader property on each configuration a component supports (workers or none, in_order,
     persistent workers, warm-up): ``examples`` fresh examples each, counting the failing ones
     instead of stopping at the first, so a failure rate says where a bug lives."""
@@ -144,8 +144,7 @@ def matrix(target: Target, examples: int, seed: int = 0) -> list[dict[str, Any]]
                     status = "n/a"
                 rows.append({"component": c.name, "config": _config_name(cfg), "property": prop.name,
                              "status": status, **tally})
-                print(f"{c.name:20} {_config_name(cfg):42} {prop.name:16} {tally['failed']}/{tally['examples']}",
-                      file=sys.stderr, flush=True)
+                progress(f"{c.name:20} {_config_name(cfg):42} {prop.name:16} {tally['failed']}/{tally['examples']}")
     return rows
 
 
@@ -205,7 +204,8 @@ def _campaign_targets() -> dict[str, Callable[[], Target]]:
             "documented": documented, "fixed": fixed}
 
 
-def campaign(target_name: str, minutes: float, seed: int, corpus_dir: str | None) -> dict[str, Any]:
+def campaign(target_name: str, minutes: float, seed: int, corpus_dir: str | None,
+             progress: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """``fuzz`` on one target (dynbsz, veomni, documented or fixed) with the fuzz profile, and the
     tally of loader configurations its examples covered."""
     from ..fuzz import fuzz
@@ -216,7 +216,7 @@ def campaign(target_name: str, minutes: float, seed: int, corpus_dir: str | None
         raise ValueError(f"--target {target_name!r}; allowed values: {', '.join(factories)}")
     _TALLY.clear()
     report = fuzz(_tallied(factories[target_name]()), minutes, seed=seed, corpus_dir=corpus_dir, database=None,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+                  progress=progress)
     coverage = {comp: {axis: {v: len(ids) for v, ids in sorted(values.items())} for axis, values in axes.items()}
                 for comp, axes in _TALLY.items()}
     return {"target": target_name, "date": time.strftime("%Y-%m-%d"), "fuzz": fuzz_json(report),
