@@ -119,17 +119,17 @@ def test_loader_deviations_name_what_the_scenario_hits():
 def test_deviation_counts_agree_with_the_lengths():
     vc = _vc()
     n, budget = 2_000, 8_192
-    lengths = vc.lognormal_lengths(n, 2048, 1.0, 0)
-    d2 = vc.count_overlong(n, 2048, 1.0, budget, 0)
+    lengths = vc.lengths_of("bench_text", n, 0)
+    d2 = vc.count_overlong("bench_text", n, budget, 0)
     assert d2["dropped_samples"] == int((lengths > budget).sum()) > 0
     assert d2["dropped_tokens"] == int(lengths[lengths > budget].sum())
-    d1 = vc.count_one_token(n, 16, 2.0, 0, budget)
-    assert d1["dropped_samples"] == d1["one_token_samples"] == int((vc.lognormal_lengths(n, 16, 2.0, 0) <= 1).sum()) > 0
+    d1 = vc.count_one_token("short_text", n, budget, 0)
+    assert d1["dropped_samples"] == d1["one_token_samples"] == int((vc.lengths_of("short_text", n, 0) <= 1).sum()) > 0
     assert vc.count_padding(10, 3)["duplicated_per_epoch"] == 2
 
 
 def test_main_runtime_epochs_miss_and_repeat_samples():
     # V5 on a lognormal workload: an epoch of train_steps steps is not one pass over the data.
-    rows = _vc().count_main_epochs(400, 2048, 1.0, 32 * 1024, 24, 0, epochs=2)["epochs"]
+    rows = _vc().count_main_epochs("bench_text", 400, 32 * 1024, 24, 0, epochs=2)["epochs"]
     assert any(r["missed"] or r["repeated"] for r in rows)
     assert all(r["delivered"] == r["distinct"] + r["repeated"] for r in rows)

@@ -1,29 +1,43 @@
-"""What the documented deviations (and V5) lose on lognormal workloads, counted by driving
-VeOmni's own classes."""
+"""What the documented deviations (and V5) lose on realistic workloads, counted by driving
+VeOmni's own classes over streams drawn from the project's workloads (``dynbsz.workload``)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 import time
 from typing import Any
 
-def lognormal_lengths(n: int, median: float, sigma: float, seed: int) -> "Any":
-    import numpy as np
+from dynbsz.workload import SourceSpec, Workload, text_workload
 
-    rng = np.random.default_rng(seed)
-    return np.maximum(1, np.round(median * np.exp(sigma * rng.standard_normal(n)))).astype(np.int64)
+from ..runner import quiet_target
+from ..targets.veomni_loaders import classes
 
 
-def count_overlong(n: int, median: float, sigma: float, budget: int, seed: int) -> dict[str, Any]:
-    """D2 on a lognormal workload: samples and tokens the worker runtime drops at ``budget``,
-    counted by driving VeOmni's DynamicBatchingSizeDataset itself over the lengths."""
+def workloads() -> dict[str, Workload]:
+    """The streams the report counts on, by name."""
+    from simulator.workloads import SEED_TEXT
+
+    return {
+        "bench_text": text_workload(median_tokens=2048, sigma=1.0),   # the packer benchmark's stream
+        "seed_text": SEED_TEXT,                                       # the simulator's calibrated long context
+        # Short texts (labels, captions): the one workload here with one-token samples.
+        "short_text": Workload((SourceSpec("text", median_tokens=16, sigma=2.0, min_tokens=1),)),
+    }
+
+
+def lengths_of(workload: str, n: int, seed: int):
+    """Token lengths of the first ``n`` samples of a named workload's stream."""
+    return workloads()[workload].sample(n, seed).tokens
+
+
+def count_overlong(workload: str, n: int, budget: int, seed: int) -> dict[str, Any]:
+    """D2: samples and tokens the worker runtime drops at ``budget``, counted by driving VeOmni's
+    DynamicBatchingSizeDataset itself over the lengths."""
     import torch
     from torch.utils.data import IterableDataset
 
-    v = _veomni_loader_classes()
-    lengths = lognormal_lengths(n, median, sigma, seed)
+    v = classes()
+    lengths = lengths_of(workload, n, seed)
 
     class Lengths(IterableDataset):
         def __iter__(self):
@@ -33,66 +47,47 @@ def count_overlong(n: int, median: float, sigma: float, budget: int, seed: int) 
 
     ds = v.DynamicBatchingSizeDataset(Lengths(), micro_batch_seq_length=budget, ready_for_micro_batch_threshold=200,
                                       dynamic_batching_collate_fn=v.NoopDataCollator(), save_by_idx=False)
-    seen = [s["id"] for mb in _quiet_iter(ds) for s in mb]
-    kept = set(seen)
+    with quiet_target():
+        kept = {s["id"] for mb in ds for s in mb}
     dropped = [i for i in range(n) if i not in kept]
-    return {"budget": budget, "samples": n, "median": median, "sigma": sigma, "seed": seed,
+    return {"workload": workload, "budget": budget, "samples": n, "seed": seed,
             "dropped_samples": len(dropped), "dropped_share": len(dropped) / n,
             "tokens": int(lengths.sum()), "dropped_tokens": int(lengths[dropped].sum()) if dropped else 0,
             "dropped_token_share": (float(lengths[dropped].sum()) / float(lengths.sum())) if dropped else 0.0,
             "longest_dropped": int(lengths[dropped].max()) if dropped else None}
 
 
-def _quiet_iter(iterable):
-    import logging
-
-    log = logging.getLogger("veomni")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield from iterable
-    finally:
-        log.setLevel(level)
-
-
-def _veomni_loader_classes():
-    from ..targets.veomni_loaders import classes
-
-    return classes()
-
-
-def count_one_token(n: int, median: float, sigma: float, seed: int, budget: int) -> dict[str, Any]:
-    """D1 on a lognormal workload, through VeOmni's TextBatchingStrategy (put_item drops them)."""
+def count_one_token(workload: str, n: int, budget: int, seed: int) -> dict[str, Any]:
+    """D1, through VeOmni's TextBatchingStrategy (put_item drops them)."""
     import torch
 
-    v = _veomni_loader_classes()
-    lengths = lognormal_lengths(n, median, sigma, seed)
+    v = classes()
+    lengths = lengths_of(workload, n, seed)
     strategy = v.TextBatchingStrategy(token_micro_bsz=budget, buffer_size=200,
                                       get_length_fn=v.get_length_fn_by_count_mode("total"))
     kept = 0
-    with contextlib.redirect_stdout(sys.stderr):
+    with quiet_target():
         for L in lengths.tolist():
             before = len(strategy.buffer)
             strategy.put_item({"input_ids": torch.zeros(L, dtype=torch.long), "attention_mask": torch.ones(L)})
             kept += len(strategy.buffer) > before
             while strategy.is_ready_for_micro_batch():
                 strategy.get_micro_batch(0)
-    return {"samples": n, "median": median, "sigma": sigma, "seed": seed, "dropped_samples": n - kept,
+    return {"workload": workload, "samples": n, "seed": seed, "dropped_samples": n - kept,
             "one_token_samples": int((lengths <= 1).sum())}
 
 
-def count_main_epochs(n: int, median: float, sigma: float, budget: int, buffer_size: int, seed: int,
-                      epochs: int = 3, warmup_ratio: float = 0.0, micro_batches: int = 1) -> dict[str, Any]:
-    """V5 on a lognormal workload: VeOmni's real main-runtime loader (num_workers=0, no decode cost),
+def count_main_epochs(workload: str, n: int, budget: int, buffer_size: int, seed: int, epochs: int = 3,
+                      warmup_ratio: float = 0.0, micro_batches: int = 1) -> dict[str, Any]:
+    """V5: VeOmni's real main-runtime loader (num_workers=0, no decode cost),
     ``length`` = VeOmni's train_steps for dynamic batching, run for ``epochs`` trainer epochs the way
     BaseTrainer runs them (set_epoch, iter, train_steps steps); what each epoch misses and repeats."""
     from collections import Counter
 
     import torch
 
-    v = _veomni_loader_classes()
-    lengths = lognormal_lengths(n, median, sigma, seed)
+    v = classes()
+    lengths = lengths_of(workload, n, seed)
 
     class DS(torch.utils.data.Dataset):
         def __len__(self):
@@ -115,7 +110,7 @@ def count_main_epochs(n: int, median: float, sigma: float, budget: int, buffer_s
     dl = v.DynamicBatchSizeDataLoader(inner, strategy, collate_fn=None, num_micro_batch=micro_batches,
                                       length=train_steps, drop_last=True)
     rows = []
-    with contextlib.redirect_stdout(sys.stderr):
+    with quiet_target():
         for epoch in range(epochs):
             dl.set_epoch(epoch)
             it = iter(dl)
@@ -125,7 +120,7 @@ def count_main_epochs(n: int, median: float, sigma: float, budget: int, buffer_s
                          "distinct": len(counts), "missed": n - len(counts),
                          "repeated": sum(c - 1 for c in counts.values() if c > 1),
                          "fill": float(sum(int(lengths[i]) for i in ids)) / (train_steps * per_step)})
-    return {"samples": n, "median": median, "sigma": sigma, "budget": budget, "buffer_size": buffer_size,
+    return {"workload": workload, "samples": n, "budget": budget, "buffer_size": buffer_size,
             "warmup_ratio": warmup_ratio, "train_steps": train_steps, "epochs": rows}
 
 
@@ -138,14 +133,12 @@ def deviations_report(quick: bool = False) -> dict[str, Any]:
     n = 20_000 if quick else 100_000
     started = time.time()
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "samples": n}
-    # The README's packer benchmark workload (median 2,048, sigma 1) and the simulator's calibrated
-    # long-context workload (median 50K, sigma 1.1).
-    out["D2_overlong"] = [count_overlong(n, 2048, 1.0, 32 * 1024, 0), count_overlong(n, 50_000, 1.1, 512 * 1024, 0),
-                          count_overlong(n, 2048, 1.0, 512 * 1024, 0), count_overlong(n, 50_000, 1.1, 1024 * 1024, 0)]
-    out["D1_one_token"] = [count_one_token(n, 2048, 1.0, 0, 32 * 1024), count_one_token(n, 16, 2.0, 0, 32 * 1024)]
-    out["V5_main_epochs"] = [count_main_epochs(n // 5, 2048, 1.0, 32 * 1024, 200, 0),
-                             count_main_epochs(n // 5, 2048, 1.0, 32 * 1024, 200, 0, warmup_ratio=0.02),
-                             count_main_epochs(n // 5, 2048, 1.0, 32 * 1024, 24, 0)]
+    out["D2_overlong"] = [count_overlong("bench_text", n, 32 * 1024, 0), count_overlong("seed_text", n, 512 * 1024, 0),
+                          count_overlong("bench_text", n, 512 * 1024, 0), count_overlong("seed_text", n, 1024 * 1024, 0)]
+    out["D1_one_token"] = [count_one_token("bench_text", n, 32 * 1024, 0), count_one_token("short_text", n, 32 * 1024, 0)]
+    out["V5_main_epochs"] = [count_main_epochs("bench_text", n // 5, 32 * 1024, 200, 0),
+                             count_main_epochs("bench_text", n // 5, 32 * 1024, 200, 0, warmup_ratio=0.02),
+                             count_main_epochs("bench_text", n // 5, 32 * 1024, 24, 0)]
     out["D3_padding"] = [count_padding(n, dp) for dp in (3, 7, 64)]
     out["seconds"] = round(time.time() - started, 1)
     return out
