@@ -6,19 +6,23 @@ that still fits the remaining token budget (and the remaining physical-token
 cap, when there is one); the first sample is taken whatever its size, so the
 head of the buffer can never starve.
 
-Two observations make this fast without changing the result:
+Three observations make this fast without changing the result:
 
 * the remaining budget only shrinks during a walk, so a sample skipped once is
   never taken later in the same walk;
-* among the samples that fit the remaining budget at some point, the ones taken
-  next are exactly the prefix whose running sum still fits.
+* a run of consecutive samples that all fit is found by one cumulative sum and
+  a binary search over a window (a "gallop"; the window grows while it fits);
+* after a sample that does not fit, the next one taken is the first behind it
+  whose length is at most the remaining budget: one vectorized compare and an
+  argmax find it.
 
-So a walk is a few vectorized "phases" (filter by what fits, cumulative sum,
-binary search for the prefix), each ending at the first candidate that no
-longer fits. The buffer is scanned in C rather than element by element in
-Python, and nothing is quadratic in the buffer size. Small buffers (up to
-``_PY_WALK`` samples) are the exception: there a plain walk costs less than the
-fixed overhead of the vectorized calls.
+So a walk alternates gallops and jumps, each a few numpy calls over contiguous
+memory, and the buffer is never walked element by element in Python. At 1M
+budgets (hundreds of samples per micro-batch) gallops take almost everything;
+at 32K most samples after the first few are scattered picks, each one compare
+over the rest of the buffer in C. Small buffers (up to ``_PY_WALK`` samples) are
+the exception: there a plain walk costs less than the fixed overhead of the
+vectorized calls.
 """
 
 from __future__ import annotations
@@ -29,11 +33,14 @@ import numpy as np
 #: (up to 2**22 such entries) cannot overflow int64; far above any token budget.
 NEVER_FITS = 1 << 40
 
-# Below this many candidates a plain Python walk beats another vectorized phase.
+# Below this many samples left a plain Python walk beats another compare-and-argmax.
 _PY_TAIL = 64
-# A whole buffer this small is walked in Python from the start: each vectorized phase costs
-# about a microsecond whatever its length, a Python step about 35 ns (measured on the
-# benchmark's 32K buffers: 7.7 us against 12.3 us per cut at 206 samples, 39 against 20 at 1,018).
+# First window of a gallop (grows 4x while every sample in it fits). 32 covers the usual run
+# at a 32K budget in one window; at 1M budgets runs are hundreds long and grow into it.
+_GALLOP = 32
+# A whole buffer this small is walked in Python from the start: each numpy call costs about a
+# microsecond whatever its length, a Python step about 35 ns (measured on the benchmark's 32K
+# buffers: 8.2 us against 11.3 us per cut at 206 samples, 39 against 13 at 1,018).
 _PY_WALK = 256
 
 
@@ -84,49 +91,43 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
         return _select_capped(tokens, tokens if physical is None else physical, rem, rem_p, taken)
     if n <= _PY_WALK:
         return _walk(range(1, n), tokens[1:].tolist(), rem, taken)
-
-    # Phase A: the run of samples right behind the head that all fit is taken as is; a
-    # cumulative sum over a growing window finds where it ends without touching the rest.
-    start, width = 1, 32
+    pos = 1
     while True:
-        window = tokens[start:start + width]
-        csum = window.cumsum()
-        k = int(csum.searchsorted(rem, side="right"))
-        if k:
-            taken.extend(range(start, start + k))
-            rem -= int(csum[k - 1])
-        start += k
-        if k < window.shape[0]:
-            break  # tokens[start] does not fit (too long, or an empty slot): skip it
-        if start >= n:
-            return taken
-        width *= 4
-    start += 1
-    if rem <= 0 or start >= n:
-        return taken
-    # Phase B: from here on most samples are too long for what remains. One vectorized filter
-    # keeps the candidates that fit now (nothing else can fit later); while there are many,
-    # take the prefix whose running sum fits and re-filter after the first miss; the last few
-    # are walked in Python, which beats another vectorized round.
-    lens = tokens[start:]
-    cand = (lens <= rem).nonzero()[0]
-    if cand.shape[0] == 0:
-        return taken
-    pos = cand + start
-    lens = lens[cand]
-    while lens.shape[0] > _PY_TAIL:
-        csum = lens.cumsum()
-        k = int(csum.searchsorted(rem, side="right"))
-        if k:
-            taken.extend(pos[:k].tolist())
-            rem -= int(csum[k - 1])
-        if k == lens.shape[0] or rem <= 0:
-            return taken
-        # Candidate k no longer fits and never will again in this walk: drop it and re-filter.
-        keep = (lens[k + 1:] <= rem).nonzero()[0]
-        pos = pos[k + 1:][keep]
-        lens = lens[k + 1:][keep]
-    return _walk(pos.tolist(), lens.tolist(), rem, taken)
+        # Gallop: the run of samples from pos that all fit is taken as is; a cumulative sum
+        # over a growing window finds where it ends without touching the rest of the buffer.
+        width = _GALLOP
+        while True:
+            window = tokens[pos:pos + width]
+            csum = window.cumsum()
+            k = int(csum.searchsorted(rem, side="right"))
+            if k:
+                taken.extend(range(pos, pos + k))
+                rem -= int(csum[k - 1])
+            pos += k
+            if k < window.shape[0]:
+                break
+            if pos >= n:
+                return taken
+            width *= 4
+        pos += 1  # tokens[pos] does not fit (too long, or a slot taken by an earlier cut)
+        # Scattered picks: the next sample that fits is found by one compare and one argmax over
+        # the rest of the buffer, in C; the last few samples are walked in Python instead.
+        while True:
+            if rem <= 0:
+                return taken
+            rest = tokens[pos:]
+            if rest.shape[0] <= _PY_TAIL:
+                return _walk(range(pos, n), rest.tolist(), rem, taken)
+            i = int((rest <= rem).argmax())
+            length = int(rest[i])
+            if length > rem:
+                return taken  # nothing behind pos fits any more
+            taken.append(pos + i)
+            rem -= length
+            pos += i + 1
+            if pos < n and tokens[pos] <= rem:
+                break  # the next one fits as well: gallop again
+            pos += 1
 
 
 def _walk(positions, lengths, rem: int, taken: list[int]) -> list[int]:

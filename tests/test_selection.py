@@ -5,7 +5,7 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dynbsz import selection
@@ -14,7 +14,8 @@ from dynbsz.selection import NEVER_FITS, select, select_reference
 
 @st.composite
 def buffers(draw):
-    budget = draw(st.integers(1, 400))
+    # Small budgets make exact fits (a length equal to what remains) common: every '<=' is tested.
+    budget = draw(st.one_of(st.integers(1, 24), st.integers(1, 400)))
     n = draw(st.integers(1, 300))
     hi = draw(st.sampled_from([max(1, budget // 8), budget, 2 * budget]))
     tokens = draw(st.lists(st.integers(1, hi), min_size=n, max_size=n))
@@ -24,12 +25,17 @@ def buffers(draw):
     return budget, tokens
 
 
-@given(buffers(), st.sampled_from(["python walk", "vectorized"]))
+@given(buffers(), st.sampled_from(["python walk", "vectorized", "vectorized to the end"]))
+# A jump (15 misses, 4 is picked) lands right before a sample that fits exactly: it must be taken.
+@example(buf=(20, [10, 15, 4, 6]), path="vectorized to the end")
 def test_select_matches_reference(buf, path):
-    # Small buffers take the Python walk; forcing _PY_WALK to 0 sends them down the vectorized
-    # phases, so both implementations are held to the reference on the same buffers.
+    # Small buffers take the Python walk; forcing _PY_WALK to 0 sends them down the gallops and
+    # jumps, and forcing _PY_TAIL to 0 keeps the jumps going to the last sample, so every
+    # implementation is held to the reference on the same buffers.
     budget, tokens = buf
-    with patch.object(selection, "_PY_WALK", selection._PY_WALK if path == "python walk" else 0):
+    walk = selection._PY_WALK if path == "python walk" else 0
+    tail = 0 if path == "vectorized to the end" else selection._PY_TAIL
+    with patch.object(selection, "_PY_WALK", walk), patch.object(selection, "_PY_TAIL", tail):
         assert select(np.array(tokens, dtype=np.int64), budget) == select_reference(tokens, budget)
 
 
