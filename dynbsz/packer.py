@@ -19,6 +19,8 @@ from __future__ import annotations
 import numbers
 import warnings
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter
 from typing import Any, Iterator, Protocol, runtime_checkable
 
 import numpy as np
@@ -103,17 +105,21 @@ class GreedyPacker:
         self._reset_buffer()
 
     # ---- buffer storage -------------------------------------------------------------------
-    # Slots [lo, hi) of fixed-capacity numpy arrays hold the buffer in arrival order. A taken
-    # sample is not removed; its slot is marked DEAD (a length nothing fits), which the
-    # selection's first filter skips for free. The arrays are compacted only when they fill
-    # up, so a cut costs O(k) element writes, not an O(B) shuffle. Samples that arrived since
-    # the last cut wait in plain lists (cheap appends) and are written in at the next cut.
+    # Slots [lo, hi) of fixed-capacity numpy arrays hold the lengths in arrival order (ids sit
+    # in a plain list beside them: the selection never reads them, and gathering a few from a
+    # list is cheaper than fancy-indexing an object array). A taken sample is not removed; its
+    # slot is marked DEAD (a length nothing fits, which the selection skips for free) and its
+    # index goes into _dead, so the head can step over it without scanning the arrays. The
+    # arrays are compacted only when they fill up, so a cut costs O(k) element writes, not an
+    # O(B) shuffle. Samples that arrived since the last cut wait in plain lists (cheap appends)
+    # and are written in at the next cut.
 
     def _reset_buffer(self) -> None:
-        self._ids = np.empty(64, dtype=object)
+        self._ids: list = []
         self._tok = np.empty(64, dtype=np.int64)
         self._phy = np.empty(64, dtype=np.int64)
         self._lo = self._hi = 0
+        self._dead: set[int] = set()
         self._new_ids: list = []
         self._new_tok: list[int] = []
         self._new_phy: list[int] = []
@@ -130,7 +136,7 @@ class GreedyPacker:
         if self._hi + m > self._tok.shape[0]:
             self._compact(extra=m)
         lo, hi = self._hi, self._hi + m
-        self._ids[lo:hi] = self._new_ids
+        self._ids += self._new_ids
         self._tok[lo:hi] = self._new_tok
         if self._phy_differs:
             self._phy[lo:hi] = self._new_phy
@@ -144,14 +150,16 @@ class GreedyPacker:
         self._new_phy = list(self._new_tok)
 
     def _compact(self, extra: int) -> None:
-        live = self._tok[self._lo:self._hi] != DEAD
+        lo, hi = self._lo, self._hi
+        live = self._tok[lo:hi] != DEAD
         n = int(live.sum())
         cap = max(64, 2 * (n + extra))
-        ids, tok, phy = (np.empty(cap, dtype=object), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64))
-        ids[:n] = self._ids[self._lo:self._hi][live]
-        tok[:n] = self._tok[self._lo:self._hi][live]
-        phy[:n] = self._phy[self._lo:self._hi][live]
-        self._ids, self._tok, self._phy, self._lo, self._hi = ids, tok, phy, 0, n
+        tok, phy = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+        tok[:n] = self._tok[lo:hi][live]
+        phy[:n] = self._phy[lo:hi][live]
+        self._ids = list(compress(self._ids[lo:hi], live.tolist()))
+        self._tok, self._phy, self._lo, self._hi = tok, phy, 0, n
+        self._dead.clear()
 
     def _budget_for(self, cut_index: int) -> int:
         c = self.config
@@ -230,24 +238,25 @@ class GreedyPacker:
         taken = self._select(tok, budget, self._phy[lo:hi] if cap is not None and self._phy_differs else None, cap, lone)
         k = len(taken)
         if taken[-1] == k - 1:  # a contiguous prefix (the common case at large budgets): slices
-            ids = self._ids[lo:lo + k].tolist()
+            ids = self._ids[lo:lo + k]
             tok_l = tok[:k].tolist()
             phy_l = self._phy[lo:lo + k].tolist() if self._phy_differs else tok_l
             lo += k
-        else:
-            sel = np.array(taken)
-            sel += lo
-            ids = self._ids[sel].tolist()
-            tok_l = self._tok[sel].tolist()
-            phy_l = self._phy[sel].tolist() if self._phy_differs else tok_l
-            self._tok[sel] = DEAD
+        else:  # k >= 2 here, so itemgetter returns tuples
+            sel = [lo + i for i in taken]
+            ids = itemgetter(*sel)(self._ids)
+            sel_a = np.array(sel)
+            tok_l = self._tok[sel_a].tolist()
+            phy_l = self._phy[sel_a].tolist() if self._phy_differs else tok_l
+            self._tok[sel_a] = DEAD
             j = 1
             while taken[j] == j:  # taken is ascending and not contiguous, so this stops before k
                 j += 1
+            self._dead.update(sel[j:])
             lo += j
-        if lo < hi and self._tok[lo] == DEAD:  # slots taken by earlier cuts sit behind the head
-            live = (self._tok[lo:hi] != DEAD).nonzero()[0]
-            lo = lo + int(live[0]) if live.shape[0] else hi
+        dead = self._dead
+        while lo in dead:  # slots taken by earlier cuts sit behind the head; never at or past hi
+            lo += 1
         self._lo = lo
         pop = self._extra.pop
         sources, payloads = zip(*[pop(i) for i in ids])
@@ -303,15 +312,16 @@ class GreedyPacker:
 
     # ---- checkpointing ---------------------------------------------------------------------
 
-    def _live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _live(self) -> tuple[list, np.ndarray, np.ndarray]:
         self._fold_new()
         lo, hi = self._lo, self._hi
         live = self._tok[lo:hi] != DEAD
         tok = self._tok[lo:hi][live]
-        return self._ids[lo:hi][live], tok, self._phy[lo:hi][live] if self._phy_differs else tok
+        ids = list(compress(self._ids[lo:hi], live.tolist()))
+        return ids, tok, self._phy[lo:hi][live] if self._phy_differs else tok
 
     def buffered_ids(self) -> list:
-        return self._live()[0].tolist()
+        return self._live()[0]
 
     def attach_payload(self, sample_id: Any, payload: Any) -> None:
         """Give a buffered sample its payload back (after a restore, which keeps ids, not payloads)."""
@@ -321,7 +331,6 @@ class GreedyPacker:
     def state_dict(self) -> dict[str, Any]:
         """Exact, JSON-serializable state. Payloads are not saved: the loader re-reads them by id."""
         ids, tok, phy = self._live()
-        ids = ids.tolist()
         state = {
             "format": STATE_FORMAT,
             "config": self.config.to_dict(),
