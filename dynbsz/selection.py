@@ -10,19 +10,19 @@ Three observations make this fast without changing the result:
 
 * the remaining budget only shrinks during a walk, so a sample skipped once is
   never taken later in the same walk;
+* once a sample does not fit, the next one taken is the first behind it whose
+  length is at most the remaining budget: one vectorized compare and an argmax
+  over the rest of the buffer find it (a "jump");
 * a run of consecutive samples that all fit is found by one cumulative sum and
-  a binary search over a window (a "gallop"; the window grows while it fits);
-* after a sample that does not fit, the next one taken is the first behind it
-  whose length is at most the remaining budget: one vectorized compare and an
-  argmax find it.
+  a binary search over a window (a "gallop"; the window grows while it fits).
 
-So a walk alternates gallops and jumps, each a few numpy calls over contiguous
-memory, and the buffer is never walked element by element in Python. At 1M
-budgets (hundreds of samples per micro-batch) gallops take almost everything;
-at 32K most samples after the first few are scattered picks, each one compare
-over the rest of the buffer in C. Small buffers (up to ``_PY_WALK`` samples) are
-the exception: there a plain walk costs less than the fixed overhead of the
-vectorized calls.
+So a walk alternates jumps, short Python walks over the few samples behind each
+jump (they catch what fits close by for less than another numpy call), and
+gallops when everything fits. The buffer is never walked end to end in Python:
+a cut costs a few numpy calls per scattered pick, each O(B) in C, and one
+cumulative sum per run. At 1M budgets (hundreds of samples per micro-batch)
+gallops take almost everything; at 32K most samples are scattered picks. With
+``_PY_TAIL`` samples or fewer left, the rest is walked in Python.
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ import numpy as np
 #: (up to 2**22 such entries) cannot overflow int64; far above any token budget.
 NEVER_FITS = 1 << 40
 
-# Below this many samples left a plain Python walk beats another compare-and-argmax.
+# With this many samples or fewer left, a plain Python walk beats another compare-and-argmax
+# (each numpy call costs about a microsecond whatever its length, a Python step about 35 ns).
 _PY_TAIL = 64
-# First window of a gallop (grows 4x while every sample in it fits). 32 covers the usual run
-# at a 32K budget in one window; at 1M budgets runs are hundreds long and grow into it.
-_GALLOP = 32
-# A whole buffer this small is walked in Python from the start: each numpy call costs about a
-# microsecond whatever its length, a Python step about 35 ns (measured on the benchmark's 32K
-# buffers: 8.2 us against 11.3 us per cut at 206 samples, 39 against 13 at 1,018).
-_PY_WALK = 256
+# Samples walked in Python after each jump. Measured on the benchmark's buffers of 1,000 at 32K:
+# 4 -> 10.2 us a cut, 16 -> 7.1, 24 -> 6.7, 64 -> 7.9.
+_WINDOW = 24
+# First window of a gallop (grows 4x while every sample in it fits); at 1M budgets runs are
+# hundreds of samples long.
+_GALLOP = 64
 
 
 def select_reference(tokens, budget: int, physical=None, cap: int | None = None, alone=None) -> list[int]:
@@ -89,45 +89,52 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
     if cap is not None:
         rem_p = cap - int((tokens if physical is None else physical)[0])
         return _select_capped(tokens, tokens if physical is None else physical, rem, rem_p, taken)
-    if n <= _PY_WALK:
-        return _walk(range(1, n), tokens[1:].tolist(), rem, taken)
-    pos = 1
+    pos, jump = 1, False
     while True:
-        # Gallop: the run of samples from pos that all fit is taken as is; a cumulative sum
-        # over a growing window finds where it ends without touching the rest of the buffer.
-        width = _GALLOP
-        while True:
-            window = tokens[pos:pos + width]
-            csum = window.cumsum()
-            k = int(csum.searchsorted(rem, side="right"))
-            if k:
-                taken.extend(range(pos, pos + k))
-                rem -= int(csum[k - 1])
-            pos += k
-            if k < window.shape[0]:
-                break
-            if pos >= n:
-                return taken
-            width *= 4
-        pos += 1  # tokens[pos] does not fit (too long, or a slot taken by an earlier cut)
-        # Scattered picks: the next sample that fits is found by one compare and one argmax over
-        # the rest of the buffer, in C; the last few samples are walked in Python instead.
-        while True:
+        rest = tokens[pos:]
+        if rest.shape[0] <= _PY_TAIL:
+            return _walk(range(pos, n), rest.tolist(), rem, taken)
+        if jump:
+            # The next sample that fits: one compare and one argmax over the rest, in C.
+            i = int((rest <= rem).argmax())
+            if rest[i] > rem:
+                return taken  # nothing behind pos fits any more
+            pos += i
+        # A short window from pos is walked in Python: it takes the sample just found and any
+        # others close behind it for less than another vectorized call would cost.
+        full = True
+        for i, length in enumerate(tokens[pos:pos + _WINDOW].tolist(), pos):
+            if length <= rem:
+                taken.append(i)
+                rem -= length
+                if rem <= 0:
+                    return taken
+            else:
+                full = False
+        pos += _WINDOW
+        if pos >= n:
+            return taken
+        jump = not full
+        if full:
+            # Everything in the window fitted: a long run (large budgets). A cumulative sum over
+            # a growing window finds where it ends without touching the rest of the buffer.
+            width = _GALLOP
+            while True:
+                window = tokens[pos:pos + width]
+                csum = window.cumsum()
+                k = int(csum.searchsorted(rem, side="right"))
+                if k:
+                    taken.extend(range(pos, pos + k))
+                    rem -= int(csum[k - 1])
+                pos += k
+                if k < window.shape[0]:
+                    break
+                if pos >= n:
+                    return taken
+                width *= 4
             if rem <= 0:
                 return taken
-            rest = tokens[pos:]
-            if rest.shape[0] <= _PY_TAIL:
-                return _walk(range(pos, n), rest.tolist(), rem, taken)
-            i = int((rest <= rem).argmax())
-            length = int(rest[i])
-            if length > rem:
-                return taken  # nothing behind pos fits any more
-            taken.append(pos + i)
-            rem -= length
-            pos += i + 1
-            if pos < n and tokens[pos] <= rem:
-                break  # the next one fits as well: gallop again
-            pos += 1
+            pos += 1  # tokens[pos] does not fit; what follows a run usually does: walk it
 
 
 def _walk(positions, lengths, rem: int, taken: list[int]) -> list[int]:

@@ -25,17 +25,22 @@ def buffers(draw):
     return budget, tokens
 
 
-@given(buffers(), st.sampled_from(["python walk", "vectorized", "vectorized to the end"]))
+TUNING = st.fixed_dictionaries({
+    # 0: jumps and gallops run to the last sample; 10**9: the whole buffer is walked in Python.
+    "_PY_TAIL": st.sampled_from([0, selection._PY_TAIL, 10**9]),
+    "_WINDOW": st.sampled_from([1, 2, selection._WINDOW]),
+    "_GALLOP": st.sampled_from([1, selection._GALLOP]),
+})
+
+
+@given(buffers(), TUNING)
 # A jump (15 misses, 4 is picked) lands right before a sample that fits exactly: it must be taken.
-@example(buf=(20, [10, 15, 4, 6]), path="vectorized to the end")
-def test_select_matches_reference(buf, path):
-    # Small buffers take the Python walk; forcing _PY_WALK to 0 sends them down the gallops and
-    # jumps, and forcing _PY_TAIL to 0 keeps the jumps going to the last sample, so every
-    # implementation is held to the reference on the same buffers.
+@example(buf=(20, [10, 15, 4, 6]), tuning={"_PY_TAIL": 0, "_WINDOW": 1, "_GALLOP": 1})
+def test_select_matches_reference(buf, tuning):
+    # The tuning constants only choose between implementations of the same walk (Python walk,
+    # jumps, short windows, gallops); every mix of them is held to the reference.
     budget, tokens = buf
-    walk = selection._PY_WALK if path == "python walk" else 0
-    tail = 0 if path == "vectorized to the end" else selection._PY_TAIL
-    with patch.object(selection, "_PY_WALK", walk), patch.object(selection, "_PY_TAIL", tail):
+    with patch.multiple(selection, **tuning):
         assert select(np.array(tokens, dtype=np.int64), budget) == select_reference(tokens, budget)
 
 
