@@ -7,6 +7,16 @@ import json
 import sys
 
 
+def _positive_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, e.g. 200,1000; got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dynbsz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -16,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--samples", type=int, default=50_000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--repeat", type=int, default=3, help="best of this many runs per row")
+    b.add_argument("--buffers", type=_positive_ints, default=None, metavar="N,N,...",
+                   help="buffer sizes (FixedGate), comma-separated; default 24,200,1000")
     bl = sub.add_parser("bench-loader", help="loader throughput on uneven decode costs (fast text, slow video)")
     bl.add_argument("--json", action="store_true")
     bl.add_argument("--samples", type=int, default=400)
@@ -49,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if not veomni.available():
                 parser.error("--vs veomni needs VeOmni 0.1.12: run `bash ci/install.sh --veomni` (see README)")
-        rows = bench.run(samples=args.samples, seed=args.seed, vs_veomni=args.vs == "veomni", repeat=args.repeat)
+        rows = bench.run(samples=args.samples, seed=args.seed, vs_veomni=args.vs == "veomni", repeat=args.repeat,
+                         buffers=args.buffers or bench.BUFFERS)
         if args.json:
             json.dump({"benchmark": "packer", "rows": bench.rows_to_json(rows)}, sys.stdout, indent=2)
             print()

@@ -28,6 +28,16 @@ def test_bench_packer_json_without_veomni():
     assert len(rows) == 6 and all(r["veomni_s"] is None and r["micro_batches"] > 0 for r in rows)
 
 
+def test_bench_packer_takes_buffer_sizes():
+    out = subprocess.run([sys.executable, "-m", "dynbsz", "bench", "--json", "--samples", "500", "--repeat", "1",
+                          "--buffers", "7,3000"], capture_output=True, text=True, check=True, timeout=300)
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["buffer"] for r in rows] == [7, 3000, 7, 3000]
+    bad = subprocess.run([sys.executable, "-m", "dynbsz", "bench", "--buffers", "200,0"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--buffers" in bad.stderr and "positive integers" in bad.stderr
+
+
 def test_bench_rejects_bad_arguments():
     out = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--workers", "0"], capture_output=True,
                          text=True, timeout=60)
