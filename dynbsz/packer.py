@@ -11,7 +11,7 @@ Usage, the way a loader drives it::
 
 Selection is identical to VeOmni's ``TextBatchingStrategy`` (see
 ``dynbsz.selection``); the buffer is kept as compact numpy arrays in arrival
-order so a cut costs a few vectorized passes, not a quadratic flush.
+order so a cut costs a few numpy calls and a short Python walk, not a quadratic flush.
 """
 
 from __future__ import annotations
