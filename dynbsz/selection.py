@@ -116,23 +116,9 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
             return taken
         jump = not full
         if full:
-            # Everything in the window fitted: a long run (large budgets). A cumulative sum over
-            # a growing window finds where it ends without touching the rest of the buffer.
-            width = _GALLOP
-            while True:
-                window = tokens[pos:pos + width]
-                csum = window.cumsum()
-                k = int(csum.searchsorted(rem, side="right"))
-                if k:
-                    taken.extend(range(pos, pos + k))
-                    rem -= int(csum[k - 1])
-                pos += k
-                if k < window.shape[0]:
-                    break
-                if pos >= n:
-                    return taken
-                width *= 4
-            if rem <= 0:
+            # Everything in the window fitted: a long run (large budgets).
+            pos, rem, _ = _gallop(tokens, None, pos, rem, 0, taken)
+            if rem <= 0 or pos >= n:
                 return taken
             pos += 1  # tokens[pos] does not fit; what follows a run usually does: walk it
 
@@ -149,31 +135,68 @@ def _walk(positions, lengths, rem: int, taken: list[int]) -> list[int]:
 
 
 def _select_capped(tokens, physical, rem, rem_p, taken):
-    """Same walk with a second, physical-token budget: both running sums must fit."""
-    pos = np.arange(1, tokens.shape[0])
-    lens = tokens[1:]
-    phys = physical[1:]
+    """The same walk with a second, physical-token budget: a sample fits when both do."""
+    n = tokens.shape[0]
+    pos, jump = 1, False
     while True:
-        if lens.shape[0] <= _PY_TAIL:
-            for i, length, p in zip(pos.tolist(), lens.tolist(), phys.tolist()):
-                if length <= rem and p <= rem_p:
-                    taken.append(i)
-                    rem -= length
-                    rem_p -= p
-                    if rem <= 0:
-                        break
+        if n - pos <= _PY_TAIL:
+            return _walk_capped(range(pos, n), tokens[pos:].tolist(), physical[pos:].tolist(), rem, rem_p, taken)[0]
+        if jump:
+            fits = (tokens[pos:] <= rem) & (physical[pos:] <= rem_p)
+            i = int(fits.argmax())
+            if not fits[i]:
+                return taken
+            pos += i
+        end = pos + _WINDOW
+        taken, rem, rem_p, full = _walk_capped(range(pos, end), tokens[pos:end].tolist(), physical[pos:end].tolist(),
+                                               rem, rem_p, taken)
+        pos = end
+        if rem <= 0 or pos >= n:
             return taken
-        keep = (lens <= rem) & (phys <= rem_p)
-        pos, lens, phys = pos[keep], lens[keep], phys[keep]
-        if lens.shape[0] == 0:
-            return taken
-        csum = np.cumsum(lens)
-        psum = np.cumsum(phys)
-        k = int(np.argmin((csum <= rem) & (psum <= rem_p))) if not ((csum[-1] <= rem) and (psum[-1] <= rem_p)) else lens.shape[0]
+        jump = not full
+        if full:
+            pos, rem, rem_p = _gallop(tokens, physical, pos, rem, rem_p, taken)
+            if rem <= 0 or pos >= n:
+                return taken
+            pos += 1
+
+
+def _gallop(tokens, physical, pos: int, rem: int, rem_p: int, taken: list[int]) -> tuple[int, int, int]:
+    """Take the run of samples from ``pos`` that all fit; return (where it stopped, rem, rem_p).
+
+    A cumulative sum over a window that grows 4x while everything in it fits finds where the
+    run ends without touching the rest of the buffer. It stops at the first sample that does
+    not fit, or at the end of the buffer.
+    """
+    n = tokens.shape[0]
+    width = _GALLOP
+    while True:
+        csum = tokens[pos:pos + width].cumsum()
+        k = int(csum.searchsorted(rem, side="right"))
+        if physical is not None:
+            psum = physical[pos:pos + width].cumsum()
+            k = min(k, int(psum.searchsorted(rem_p, side="right")))
         if k:
-            taken.extend(pos[:k].tolist())
+            taken.extend(range(pos, pos + k))
             rem -= int(csum[k - 1])
-            rem_p -= int(psum[k - 1])
-        if k == lens.shape[0] or rem <= 0:
-            return taken
-        pos, lens, phys = pos[k + 1:], lens[k + 1:], phys[k + 1:]
+            if physical is not None:
+                rem_p -= int(psum[k - 1])
+        pos += k
+        if k < csum.shape[0] or pos >= n:
+            return pos, rem, rem_p
+        width *= 4
+
+
+def _walk_capped(positions, lengths, physical, rem: int, rem_p: int, taken: list[int]):
+    """The literal walk with both budgets; returns (taken, rem, rem_p, whether every sample fitted)."""
+    full = True
+    for i, length, p in zip(positions, lengths, physical):
+        if length <= rem and p <= rem_p:
+            taken.append(i)
+            rem -= length
+            rem_p -= p
+            if rem <= 0:
+                break
+        else:
+            full = False
+    return taken, rem, rem_p, full

@@ -44,13 +44,25 @@ def test_select_matches_reference(buf, tuning):
         assert select(np.array(tokens, dtype=np.int64), budget) == select_reference(tokens, budget)
 
 
-@given(buffers(), st.data())
-def test_select_with_physical_cap_matches_reference(buf, data):
+@given(buffers(), st.data(), TUNING)
+def test_select_with_physical_cap_matches_reference(buf, data, tuning):
     budget, tokens = buf
-    physical = [t + data.draw(st.integers(0, budget)) for t in tokens]
+    # Physical lengths above and below the token lengths: either budget can be the one that binds.
+    physical = [max(1, t + data.draw(st.integers(-budget, budget))) if t != NEVER_FITS else t for t in tokens]
     cap = data.draw(st.integers(1, 3 * budget))
-    got = select(np.array(tokens, dtype=np.int64), budget, np.array(physical, dtype=np.int64), cap)
+    with patch.multiple(selection, **tuning):
+        got = select(np.array(tokens, dtype=np.int64), budget, np.array(physical, dtype=np.int64), cap)
     assert got == select_reference(tokens, budget, physical, cap)
+
+
+def test_gallop_spends_the_physical_budget_too():
+    # Windows of one sample turn into gallops at once; the gallops must charge both budgets, or
+    # the last sample (50 tokens fit, 30 physical do not) slips past the cap.
+    tokens, physical = [10, 10, 10, 10, 50], [10, 10, 40, 40, 30]
+    want = select_reference(tokens, 100, physical, 100)
+    assert want == [0, 1, 2, 3]
+    with patch.multiple(selection, _PY_TAIL=0, _WINDOW=1, _GALLOP=1):
+        assert select(np.array(tokens, dtype=np.int64), 100, np.array(physical, dtype=np.int64), 100) == want
 
 
 @given(buffers(), st.data())
