@@ -177,6 +177,32 @@ def test_max_steps_carries_over_a_resume():
     assert first + rest == [0, 1, 2, 3, 4]  # no extra and no missing step
 
 
+@pytest.mark.parametrize("runtime", ["main", "worker"])
+def test_dp_ranks_yield_different_step_counts_per_epoch_and_max_steps_aligns_them(runtime):
+    # Each rank packs its own shard, so an epoch's step count depends on that shard's lengths:
+    # in the main runtime rank 0 yields 5 steps in epoch 0 and rank 1 yields 8. A trainer that loops over
+    # epochs would leave rank 1's last collectives without a partner. Bounded by steps instead,
+    # every rank yields exactly max_steps, crossing its epoch boundaries wherever they fall.
+    def ranks(**kw):
+        workers = 1 if runtime == "worker" else 0
+        return [loader(LoaderConfig(dp_rank=r, dp_size=2, runtime=runtime, num_workers=workers, **kw))
+                for r in range(2)]
+
+    per_epoch = [sum(1 for _ in ld) for ld in ranks()]
+    assert per_epoch[0] != per_epoch[1]
+    max_steps = max(per_epoch) + 2
+    epochs = []
+    for ld in ranks(max_steps=max_steps):
+        seen = []
+        while ld.steps < max_steps:
+            seen += [s.epoch for s in ld]
+        ld.close()
+        epochs.append(seen)
+    assert [len(e) for e in epochs] == [max_steps, max_steps]
+    # Rank 0 is already in epoch 1 at a step where rank 1 is still in epoch 0.
+    assert [e.index(1) for e in epochs] == per_epoch
+
+
 def test_set_epoch_mid_epoch_is_refused_and_nothing_is_lost():
     ld = loader()
     ld.set_epoch(0)
