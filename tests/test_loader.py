@@ -203,6 +203,27 @@ def test_dp_ranks_yield_different_step_counts_per_epoch_and_max_steps_aligns_the
     assert [e.index(1) for e in epochs] == per_epoch
 
 
+def test_steps_bounded_loop_resumes_across_epoch_boundaries():
+    # The README's loop: `while loader.steps < max_steps: for step in loader`, restored mid-run.
+    def run(ld, stop_at=None):
+        out = []
+        while ld.steps < 12:
+            for s in ld:
+                out.append((s.index, s.epoch, s.sample_ids))
+                if s.index == stop_at:
+                    return out, json.loads(json.dumps(ld.state_dict()))
+        return out, None
+
+    config = LoaderConfig(dp_rank=0, dp_size=2, max_steps=12)
+    plain, _ = run(loader(config))
+    first, state = run(loader(config), stop_at=6)
+    again = loader(config)
+    again.load_state_dict(state)
+    rest, _ = run(again)
+    assert {e for _, e, _ in plain} == {0, 1, 2} and first[-1][1] == 1  # the restore lands in epoch 1
+    assert first + rest == plain
+
+
 def test_set_epoch_mid_epoch_is_refused_and_nothing_is_lost():
     ld = loader()
     ld.set_epoch(0)
