@@ -27,6 +27,8 @@ gallops take almost everything; at 32K most samples are scattered picks. With
 
 from __future__ import annotations
 
+from itertools import count, repeat
+
 import numpy as np
 
 #: A length no budget admits. Small enough that a running sum over any realistic buffer
@@ -37,7 +39,7 @@ NEVER_FITS = 1 << 40
 # (each numpy call costs about a microsecond whatever its length, a Python step about 35 ns).
 _PY_TAIL = 64
 # Samples walked in Python after each jump. Measured on the benchmark's buffers of 1,000 at 32K:
-# 4 -> 10.2 us a cut, 16 -> 7.1, 24 -> 6.7, 64 -> 7.9.
+# 4 -> 12.2 us a cut, 16 -> 8.2, 24 -> 7.8, 64 -> 9.2.
 _WINDOW = 24
 # First window of a gallop (grows 4x while every sample in it fits); at 1M budgets runs are
 # hundreds of samples long.
@@ -86,79 +88,59 @@ def select(tokens: np.ndarray, budget: int, physical: np.ndarray | None = None, 
     taken = [0]
     if rem <= 0 or n == 1:
         return taken
-    if cap is not None:
-        rem_p = cap - int((tokens if physical is None else physical)[0])
-        return _select_capped(tokens, tokens if physical is None else physical, rem, rem_p, taken)
+    if cap is None:
+        physical, rem_p = None, NEVER_FITS
+    else:
+        physical = tokens if physical is None else physical
+        rem_p = cap - int(physical[0])
     pos, jump = 1, False
     while True:
-        rest = tokens[pos:]
-        if rest.shape[0] <= _PY_TAIL:
-            return _walk(range(pos, n), rest.tolist(), rem, taken)
-        if jump:
-            # The next sample that fits: one compare and one argmax over the rest, in C.
-            i = int((rest <= rem).argmax())
-            if rest[i] > rem:
-                return taken  # nothing behind pos fits any more
-            pos += i
-        # A short window from pos is walked in Python: it takes the sample just found and any
-        # others close behind it for less than another vectorized call would cost.
-        full = True
-        for i, length in enumerate(tokens[pos:pos + _WINDOW].tolist(), pos):
-            if length <= rem:
-                taken.append(i)
-                rem -= length
-                if rem <= 0:
-                    return taken
-            else:
-                full = False
-        pos += _WINDOW
-        if pos >= n:
+        if n - pos <= _PY_TAIL:
+            end = n  # the last few samples: walked in Python, no more jumps
+        else:
+            if jump:
+                # The next sample that fits: one compare and one argmax over the rest, in C.
+                fits = tokens[pos:] <= rem
+                if physical is not None:
+                    fits &= physical[pos:] <= rem_p
+                i = int(fits.argmax())
+                if not fits[i]:
+                    return taken  # nothing behind pos fits any more
+                pos += i
+            # A short window from pos is walked in Python: it takes the sample just found and any
+            # others close behind it for less than another vectorized call would cost.
+            end = pos + _WINDOW
+        rem, rem_p, full = _walk(pos, tokens[pos:end].tolist(), None if physical is None else physical[pos:end].tolist(),
+                                 rem, rem_p, taken)
+        if rem <= 0 or end >= n:
             return taken
-        jump = not full
+        pos, jump = end, not full
         if full:
             # Everything in the window fitted: a long run (large budgets).
-            pos, rem, _ = _gallop(tokens, None, pos, rem, 0, taken)
+            pos, rem, rem_p = _gallop(tokens, physical, pos, rem, rem_p, taken)
             if rem <= 0 or pos >= n:
                 return taken
             pos += 1  # tokens[pos] does not fit; what follows a run usually does: walk it
 
 
-def _walk(positions, lengths, rem: int, taken: list[int]) -> list[int]:
-    """The literal walk over (position, length) pairs, appending to ``taken``."""
-    for i, length in zip(positions, lengths):
-        if length <= rem:
+def _walk(start: int, lengths: list[int], physical: list[int] | None, rem: int, rem_p: int,
+          taken: list[int]) -> tuple[int, int, bool]:
+    """The literal walk over ``lengths`` (positions from ``start``), appending to ``taken``.
+
+    Returns what is left of both budgets and whether every sample fitted. Without a physical
+    cap the physical lengths are zeros against an unreachable cap.
+    """
+    full = True
+    for i, length, p in zip(count(start), lengths, repeat(0) if physical is None else physical):
+        if length <= rem and p <= rem_p:
             taken.append(i)
             rem -= length
+            rem_p -= p
             if rem <= 0:
                 break
-    return taken
-
-
-def _select_capped(tokens, physical, rem, rem_p, taken):
-    """The same walk with a second, physical-token budget: a sample fits when both do."""
-    n = tokens.shape[0]
-    pos, jump = 1, False
-    while True:
-        if n - pos <= _PY_TAIL:
-            return _walk_capped(range(pos, n), tokens[pos:].tolist(), physical[pos:].tolist(), rem, rem_p, taken)[0]
-        if jump:
-            fits = (tokens[pos:] <= rem) & (physical[pos:] <= rem_p)
-            i = int(fits.argmax())
-            if not fits[i]:
-                return taken
-            pos += i
-        end = pos + _WINDOW
-        taken, rem, rem_p, full = _walk_capped(range(pos, end), tokens[pos:end].tolist(), physical[pos:end].tolist(),
-                                               rem, rem_p, taken)
-        pos = end
-        if rem <= 0 or pos >= n:
-            return taken
-        jump = not full
-        if full:
-            pos, rem, rem_p = _gallop(tokens, physical, pos, rem, rem_p, taken)
-            if rem <= 0 or pos >= n:
-                return taken
-            pos += 1
+        else:
+            full = False
+    return rem, rem_p, full
 
 
 def _gallop(tokens, physical, pos: int, rem: int, rem_p: int, taken: list[int]) -> tuple[int, int, int]:
@@ -186,17 +168,3 @@ def _gallop(tokens, physical, pos: int, rem: int, rem_p: int, taken: list[int]) 
             return pos, rem, rem_p
         width *= 4
 
-
-def _walk_capped(positions, lengths, physical, rem: int, rem_p: int, taken: list[int]):
-    """The literal walk with both budgets; returns (taken, rem, rem_p, whether every sample fitted)."""
-    full = True
-    for i, length, p in zip(positions, lengths, physical):
-        if length <= rem and p <= rem_p:
-            taken.append(i)
-            rem -= length
-            rem_p -= p
-            if rem <= 0:
-                break
-        else:
-            full = False
-    return taken, rem, rem_p, full
