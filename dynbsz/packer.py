@@ -149,16 +149,20 @@ class GreedyPacker:
         self._phy = self._tok.copy()
         self._new_phy = list(self._new_tok)
 
-    def _compact(self, extra: int) -> None:
+    def _live_slots(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """Ids, token and physical lengths of the slots in [lo, hi) not taken yet, in arrival order."""
         lo, hi = self._lo, self._hi
         live = self._tok[lo:hi] != DEAD
-        n = int(live.sum())
+        return list(compress(self._ids[lo:hi], live.tolist())), self._tok[lo:hi][live], self._phy[lo:hi][live]
+
+    def _compact(self, extra: int) -> None:
+        ids, tok_live, phy_live = self._live_slots()
+        n = len(ids)
         cap = max(64, 2 * (n + extra))
         tok, phy = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
-        tok[:n] = self._tok[lo:hi][live]
-        phy[:n] = self._phy[lo:hi][live]
-        self._ids = list(compress(self._ids[lo:hi], live.tolist()))
-        self._tok, self._phy, self._lo, self._hi = tok, phy, 0, n
+        tok[:n] = tok_live
+        phy[:n] = phy_live
+        self._ids, self._tok, self._phy, self._lo, self._hi = ids, tok, phy, 0, n
         self._dead.clear()
 
     def _budget_for(self, cut_index: int) -> int:
@@ -314,11 +318,8 @@ class GreedyPacker:
 
     def _live(self) -> tuple[list, np.ndarray, np.ndarray]:
         self._fold_new()
-        lo, hi = self._lo, self._hi
-        live = self._tok[lo:hi] != DEAD
-        tok = self._tok[lo:hi][live]
-        ids = list(compress(self._ids[lo:hi], live.tolist()))
-        return ids, tok, self._phy[lo:hi][live] if self._phy_differs else tok
+        ids, tok, phy = self._live_slots()
+        return ids, tok, phy if self._phy_differs else tok
 
     def buffered_ids(self) -> list:
         return self._live()[0]
