@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -64,7 +64,13 @@ class MicroBatch:
 
 @runtime_checkable
 class Packer(Protocol):
-    """What the loader, the simulator and the property suite need of a packer."""
+    """What the loader, the simulator and the property suite call on a packer: nothing else.
+
+    The first seven methods are what a packing loop needs (``dynbsz.packing.pack``) and what the
+    property suite checks; the last three are what a loader needs around checkpoints and
+    partial steps. A packer is built by a factory ``(PackerConfig, Gate) -> Packer``
+    (``GreedyPacker`` itself is one), which the loaders and the simulator take as an argument.
+    """
 
     def put(self, sample_id: Any, tokens: int, physical_tokens: int | None = None, source: Any = None,
             payload: Any = None) -> bool: ...
@@ -80,6 +86,19 @@ class Packer(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def __len__(self) -> int: ...
+
+    def start_new_step(self) -> None:
+        """Close the current optimizer step early (a partial step at the end of an epoch)."""
+
+    def buffered_ids(self) -> list:
+        """Ids of the buffered samples, in arrival order (after a restore: whose payloads to re-read)."""
+
+    def attach_payload(self, sample_id: Any, payload: Any) -> None:
+        """Give a buffered sample its payload back (a checkpoint keeps ids, not payloads)."""
+
+
+#: What builds a packer: ``GreedyPacker`` itself, a subclass, or any callable of this shape.
+PackerFactory = Callable[[PackerConfig, Gate], Packer]
 
 
 class GreedyPacker:
