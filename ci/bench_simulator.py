@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from dynbsz import FixedGate, PackerConfig  # noqa: E402
-from simulator.config import LoaderConfig  # noqa: E402
+from simulator.config import LoaderModelConfig  # noqa: E402
 from simulator.dynbatch import run_rank  # noqa: E402
 from simulator.loader_model import simulate  # noqa: E402
 from simulator.study import SEED_READY_S, Study, StudyConfig  # noqa: E402
@@ -70,13 +70,13 @@ def main(argv=None) -> int:
     trace = TEXT_VIDEO.sample(args.samples, 0)
     mm = {}
     for in_order in (True, False):
-        cfg = LoaderConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=in_order)
+        cfg = LoaderModelConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=in_order)
         w, run = best(lambda: simulate(trace, cfg), args.repeat)
         mm[f"in_order_{in_order}"] = {"wall_s": w, "samples_per_wall_s": args.samples / w,
                                       "simulated_s": run.makespan_s, "met": w < 10.0}
     report["million_samples"] = {"samples": args.samples, "workers": 8, "goal_s": 10.0, **mm}
 
-    cfg = LoaderConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=True)
+    cfg = LoaderModelConfig(num_workers=8, prefetch_factor=2, batch_size=1, in_order=True)
     w, rank = best(lambda: run_rank(trace, PackerConfig(32 * K), FixedGate(200), cfg), max(1, args.repeat - 2))
     report["million_samples_packed"] = {"samples": args.samples, "budget": 32 * K, "gate": "fixed:200",
                                         "wall_s": w, "micro_batches": len(rank), "samples_per_wall_s": args.samples / w}

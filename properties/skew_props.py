@@ -19,7 +19,7 @@ import numpy as np
 from dynbsz.order import epoch_order
 from dynbsz.workload import SourceSpec, Trace, Workload
 from simulator import metrics
-from simulator.config import LoaderConfig as ModelConfig
+from simulator.config import LoaderModelConfig as ModelConfig
 from simulator.loader_model import simulate
 
 from .packer_props import PropertyViolation

@@ -4,7 +4,7 @@ The model only supplies *time*: packing and readiness decisions are made by
 ``dynbsz.GreedyPacker`` and ``dynbsz.gates`` objects called from the event loop.
 
     engine        the clock and event queue
-    config        LoaderConfig (torch's knobs), StepTime (the consumer)
+    config        LoaderModelConfig (torch's knobs), StepTime (the consumer)
     loader_model  torch / torchdata dispatch and hand-out rules: LoaderModel, simulate
     dynbatch      main-process dynamic batching over the model: run_rank
     metrics       pure functions: cold start, throughput, stall, fill, source share, displacement
@@ -20,10 +20,10 @@ The model only supplies *time*: packing and readiness decisions are made by
 See docs/simulator.md.
 """
 
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .dynbatch import RankRun, run_rank
 from .engine import CausalityError, EventQueue
 from .loader_model import LoaderModel, LoaderRun, simulate
 
-__all__ = ["CausalityError", "EventQueue", "LoaderConfig", "LoaderModel", "LoaderRun", "RankRun", "StepTime",
-           "run_rank", "simulate"]
+__all__ = ["CausalityError", "EventQueue", "LoaderModel", "LoaderModelConfig", "LoaderRun", "RankRun",
+           "StepTime", "run_rank", "simulate"]

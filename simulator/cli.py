@@ -17,7 +17,7 @@ from dataclasses import replace
 from dynbsz.errors import ConfigError, DynbszError
 from dynbsz.workload import Trace
 
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .progress import ProgressBar
 
 K = 1024
@@ -137,8 +137,8 @@ def _add_loader(p: argparse.ArgumentParser, *, workers=None, prefetch=None, in_o
                    help="consumer seconds per token of the batch, added to --step-time")
 
 
-def _loader_from(args, base: LoaderConfig | None = None) -> LoaderConfig:
-    base = base or LoaderConfig()
+def _loader_from(args, base: LoaderModelConfig | None = None) -> LoaderModelConfig:
+    base = base or LoaderModelConfig()
     kw = {}
     if args.workers is not None:
         kw["num_workers"] = args.workers

@@ -26,7 +26,7 @@ def check_seconds(setting: str, value: object) -> float:
 
 
 @dataclass(frozen=True)
-class LoaderConfig:
+class LoaderModelConfig:
     """A ``torch.utils.data.DataLoader`` / torchdata ``StatefulDataLoader`` as far as timing and order go.
 
     num_workers          0: every fetch runs synchronously in the caller (torch's single-process path)
@@ -99,7 +99,7 @@ class LoaderConfig:
                 check_int("shard size", s, minimum=0)
 
     @classmethod
-    def for_loader(cls, config: Any, **timing: Any) -> "LoaderConfig":
+    def for_loader(cls, config: Any, **timing: Any) -> "LoaderModelConfig":
         """The model of a dynbsz loader (``dynbsz.loader_config.LoaderConfig``, main runtime):
         same knobs, map-style, the same (seed, epoch) order; ``timing`` sets the model-only fields
         (``worker_startup_s``, ``task_overhead_s``, ``result_latency_s``)."""

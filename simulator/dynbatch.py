@@ -24,7 +24,7 @@ from dynbsz.errors import ConfigError, check_int
 from dynbsz.gates import Gate
 from dynbsz.workload import Trace
 
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .loader_model import LoaderModel, LoaderRun
 
 
@@ -57,7 +57,7 @@ class RankRun:
         return int(self.fetched[0]) if len(self.fetched) else 0
 
 
-def run_rank(trace: Trace, packer_config: PackerConfig, gate: Gate, loader: LoaderConfig,
+def run_rank(trace: Trace, packer_config: PackerConfig, gate: Gate, loader: LoaderModelConfig,
              step: StepTime = StepTime(), *, max_cuts: int | None = None, epochs: int = 1, drain: bool = True,
              rank: int = 0) -> RankRun:
     """Feed ``trace`` (this rank's samples in sampler order) through the modelled loader into a real packer.

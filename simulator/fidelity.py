@@ -39,7 +39,7 @@ import numpy as np
 from dynbsz.errors import check_int
 from dynbsz.workload import SourceSpec, Trace, Workload
 
-from .config import LoaderConfig, StepTime, check_seconds
+from .config import LoaderModelConfig, StepTime, check_seconds
 from .loader_model import LoaderModel, simulate
 
 #: Millisecond-scale text/video mixture: cheap text, video ten times slower.
@@ -69,9 +69,9 @@ class FidelityCase:
         check_seconds("step_s", self.step_s)
         self.loader()  # validates the rest
 
-    def loader(self, task_overhead_s: float = 0.0) -> LoaderConfig:
-        return LoaderConfig(num_workers=self.num_workers, prefetch_factor=self.prefetch_factor,
-                            batch_size=self.batch_size, in_order=self.in_order, task_overhead_s=task_overhead_s)
+    def loader(self, task_overhead_s: float = 0.0) -> LoaderModelConfig:
+        return LoaderModelConfig(num_workers=self.num_workers, prefetch_factor=self.prefetch_factor,
+                                 batch_size=self.batch_size, in_order=self.in_order, task_overhead_s=task_overhead_s)
 
     def trace(self) -> Trace:
         return FIDELITY_WORKLOAD.sample(self.samples, self.seed)
@@ -150,7 +150,7 @@ def _collate(samples: list[dict]) -> dict:
     return {"ids": [s["id"] for s in samples], "worker": -1 if info is None else info.id}
 
 
-def run_real(trace: Trace, config: LoaderConfig, step_s: float = 0.0) -> RealRun:
+def run_real(trace: Trace, config: LoaderModelConfig, step_s: float = 0.0) -> RealRun:
     """One epoch of the real StatefulDataLoader over ``trace`` (map-style, no shuffle)."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -189,7 +189,7 @@ def run_real(trace: Trace, config: LoaderConfig, step_s: float = 0.0) -> RealRun
     return RealRun(batches, workers, np.asarray(times), np.asarray(asked))
 
 
-def compare(trace: Trace, config: LoaderConfig, real: RealRun, step_s: float = 0.0,
+def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: float = 0.0,
             tolerance_s: float = JITTER_TOLERANCE_S, case: FidelityCase | None = None) -> FidelityResult:
     step = StepTime(step_s)
     model = simulate(trace, config, step=step)
@@ -241,7 +241,7 @@ def measure_overhead(num_workers: int = 2, samples: int = 200, cost_s: float = 1
     n = samples
     trace = Trace(np.arange(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full(n, cost_s),
                   np.zeros(n, dtype=np.int64), ("text",))
-    real = run_real(trace, LoaderConfig(num_workers=num_workers, batch_size=1))
+    real = run_real(trace, LoaderModelConfig(num_workers=num_workers, batch_size=1))
     per_worker = n / num_workers
     return max(0.0, (real.makespan_s - per_worker * cost_s) / per_worker)
 

@@ -46,7 +46,7 @@ from dynbsz.workload import Trace
 
 from dynbsz.order import epoch_order
 
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .engine import CausalityError, EventQueue
 
 # Task slot states (the model's view of torch's ``_task_info``).
@@ -64,7 +64,7 @@ class LoaderRun:
     index (map-style) or the worker's own batch counter (iterable).
     """
 
-    config: LoaderConfig
+    config: LoaderModelConfig
     epoch: np.ndarray
     task: np.ndarray
     batch: np.ndarray
@@ -107,10 +107,10 @@ class LoaderModel:
     used to report per-batch token sums (for consumers whose step depends on them).
     """
 
-    def __init__(self, cost_s: np.ndarray, config: LoaderConfig, *, tokens: np.ndarray | None = None,
+    def __init__(self, cost_s: np.ndarray, config: LoaderModelConfig, *, tokens: np.ndarray | None = None,
                  start: float = 0.0):
-        if not isinstance(config, LoaderConfig):
-            raise TypeError(f"config must be a LoaderConfig, got {type(config).__name__}")
+        if not isinstance(config, LoaderModelConfig):
+            raise TypeError(f"config must be a LoaderModelConfig, got {type(config).__name__}")
         self.cfg = config
         self.costs = np.asarray(cost_s, dtype=np.float64)
         if self.costs.ndim != 1:
@@ -460,7 +460,7 @@ class LoaderModel:
             n_phantom=int((kinds == PHANTOM).sum()), n_dropped=self.dropped)
 
 
-def simulate(trace: Trace, config: LoaderConfig, *, step: StepTime = StepTime(), epochs: int = 1,
+def simulate(trace: Trace, config: LoaderModelConfig, *, step: StepTime = StepTime(), epochs: int = 1,
              start: float = 0.0, progress=None) -> LoaderRun:
     """Run ``epochs`` epochs of the loader over ``trace`` with a consumer taking ``step`` per batch.
 
@@ -492,6 +492,6 @@ def simulate(trace: Trace, config: LoaderConfig, *, step: StepTime = StepTime(),
     return model.result()
 
 
-def physical_bound_s(trace: Trace, config: LoaderConfig, epochs: int = 1) -> float:
+def physical_bound_s(trace: Trace, config: LoaderModelConfig, epochs: int = 1) -> float:
     """Total decode cost over the number of servers: no schedule can deliver everything faster."""
     return epochs * trace.total_cost_s() / max(1, config.num_workers)

@@ -16,7 +16,7 @@ from dynbsz.errors import check_int
 from dynbsz.workload import Trace
 
 from . import metrics
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .loader_model import LoaderRun, simulate
 
 
@@ -66,7 +66,8 @@ def analyse(trace: Trace, run: LoaderRun, window: int) -> SkewResult:
         cold_start_s=metrics.time_to_first(run.handout_s))
 
 
-def compare_orders(trace: Trace, loader: LoaderConfig, step: StepTime, window: int) -> tuple[SkewResult, SkewResult]:
+def compare_orders(trace: Trace, loader: LoaderModelConfig, step: StepTime,
+                   window: int) -> tuple[SkewResult, SkewResult]:
     """The same trace and loader with in_order=True and in_order=False (one epoch, no shuffle)."""
     if loader.shuffle_seed is not None or loader.dataset != "map":
         loader = replace(loader, shuffle_seed=None, dataset="map")

@@ -25,7 +25,7 @@ from dynbsz.errors import ConfigError, check_choice, check_int
 from dynbsz.workload import Trace, Workload
 
 from . import metrics
-from .config import LoaderConfig, StepTime
+from .config import LoaderModelConfig, StepTime
 from .dynbatch import check_overlong, run_rank, shard, truncate
 from .gatespec import GateSpec, parse_gate
 from .workloads import SEED_STREAM, SEED_TEXT, Stream, mean_tokens, smallest_sample
@@ -38,7 +38,7 @@ DEFAULT_DP = (1, 2, 4, 8)
 #: How the calibrated study models each rank's fetching: one decode in flight at a time
 #: (one worker; prefetch keeps it busy), so ready time is the sum of the costs of the
 #: candidates fetched: exactly linear, as the seed measured. docs/simulator.md explains.
-CALIBRATED_LOADER = LoaderConfig(num_workers=1, prefetch_factor=2, batch_size=1, in_order=True)
+CALIBRATED_LOADER = LoaderModelConfig(num_workers=1, prefetch_factor=2, batch_size=1, in_order=True)
 
 #: The seed PR's DP1 natural-completion measurements (shuffle seed 42): (budget, gate) -> seconds.
 SEED_READY_S = {(512 * K, "fixed:200"): 5861.24, (512 * K, "fixed:24"): 576.75,
@@ -67,7 +67,7 @@ class StudyConfig:
     steps: int = 500                      # steady-state micro-batches after the first
     seed: int = SEED_STREAM
     workload: Workload = SEED_TEXT
-    loader: LoaderConfig = CALIBRATED_LOADER
+    loader: LoaderModelConfig = CALIBRATED_LOADER
     step: StepTime = StepTime()
     truncate: bool = True                 # samples longer than the budget are cut to it (VeOmni's transforms)
     overlong: str = "emit_alone"          # the packer's policy for samples the budget cannot hold
@@ -84,8 +84,8 @@ class StudyConfig:
         check_int("steps", self.steps, minimum=0)
         check_int("seed", self.seed, minimum=0)
         check_choice("overlong", self.overlong, OVERLONG_POLICIES)
-        if not isinstance(self.loader, LoaderConfig):
-            raise ConfigError(f"loader must be a LoaderConfig, got {type(self.loader).__name__}")
+        if not isinstance(self.loader, LoaderModelConfig):
+            raise ConfigError(f"loader must be a LoaderModelConfig, got {type(self.loader).__name__}")
         for g in self.gates:
             parse_gate(g)
         if self.trace is not None and not isinstance(self.trace, Trace):

@@ -10,7 +10,7 @@ from dynbsz import SourceSpec, Workload
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
-from simulator.config import LoaderConfig as ModelConfig
+from simulator.config import LoaderModelConfig
 from simulator.loader_model import simulate
 
 TRACE = Workload((SourceSpec("text", 0.7, 100, cost_base_s=0.001), SourceSpec("video", 0.3, 900, cost_base_s=0.006))
@@ -25,6 +25,6 @@ def test_model_of_a_dynbsz_loader_delivers_what_it_delivers_in_order(workers, ba
         loader = build_loader(TraceMapDataset(TRACE), None, None, config)
         real = [step.sample_ids for step in loader]
         loader.close()
-    model = simulate(TRACE, ModelConfig.for_loader(config))
+    model = simulate(TRACE, LoaderModelConfig.for_loader(config))
     assert TRACE.ids[model.samples].tolist() == [sid for batch_ids in real for sid in batch_ids]
     assert [len(b) for b in real] == model.batch_sizes().tolist()

@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from dynbsz import FixedGate, GreedyPacker, PackerConfig, TokenAwareGate
 from dynbsz.errors import ConfigError
 from dynbsz.workload import SourceSpec, Trace, Workload
-from simulator.config import LoaderConfig, StepTime
+from simulator.config import LoaderModelConfig, StepTime
 from simulator.dynbatch import run_rank, shard, truncate
 from simulator.gatespec import parse_gate
 from simulator.study import (FILL_TOLERANCE_POINTS, READY_TOLERANCE, SEED_READY_S, Study, StudyConfig,
@@ -69,8 +69,8 @@ def dyn_cases(draw):
     trace = Trace(np.arange(n, dtype=np.int64), np.array(tokens, dtype=np.int64), np.array(costs),
                   np.array([i % 2 for i in range(n)], dtype=np.int64), ("text", "video"))
     nw = draw(st.integers(0, 3))
-    loader = LoaderConfig(num_workers=nw, prefetch_factor=draw(st.integers(1, 3)) if nw else None,
-                          batch_size=draw(st.integers(1, 3)), in_order=draw(st.booleans()))
+    loader = LoaderModelConfig(num_workers=nw, prefetch_factor=draw(st.integers(1, 3)) if nw else None,
+                               batch_size=draw(st.integers(1, 3)), in_order=draw(st.booleans()))
     gate_kind = draw(st.sampled_from(["fixed", "token", "user"]))
     budget = draw(st.integers(50, 300))
     return trace, loader, budget, gate_kind, StepTime(draw(st.sampled_from([0.0, 0.03])))
@@ -98,7 +98,7 @@ def test_simulated_micro_batches_are_the_real_packers_on_the_delivered_order(cas
 def test_user_gate_is_obeyed_not_reimplemented():
     trace = Workload((SourceSpec("text", median_tokens=40, sigma=0.5),)).sample(200, 1)
     gate = EveryThirdGate()
-    rank = run_rank(trace, PackerConfig(100), gate, LoaderConfig(num_workers=2))
+    rank = run_rank(trace, PackerConfig(100), gate, LoaderModelConfig(num_workers=2))
     assert gate.calls >= len(trace)             # asked after every fetched item
     expected = direct(items_of(trace, range(len(trace))), PackerConfig(100), EveryThirdGate())
     assert list(rank.ids) == expected
@@ -106,7 +106,7 @@ def test_user_gate_is_obeyed_not_reimplemented():
 
 def test_consumer_step_time_delays_the_next_fetch():
     trace = Trace(np.arange(30), np.full(30, 10, np.int64), np.full(30, 0.01), np.zeros(30, np.int64))
-    rank = run_rank(trace, PackerConfig(20), FixedGate(2), LoaderConfig(num_workers=1), StepTime(0.5))
+    rank = run_rank(trace, PackerConfig(20), FixedGate(2), LoaderModelConfig(num_workers=1), StepTime(0.5))
     requests = rank.loader.request_s
     for cut in rank.cut_s[~rank.drained].tolist():
         later = requests[requests > cut]
@@ -118,7 +118,7 @@ def test_cold_start_is_linear_in_candidates_with_one_decode_in_flight():
     trace = Stream(SEED_TEXT, 1).take(400)
     trace = truncate(trace, 512 * K)
     for buffer in (8, 24, 200):
-        rank = run_rank(trace, PackerConfig(512 * K), FixedGate(buffer), LoaderConfig(num_workers=1),
+        rank = run_rank(trace, PackerConfig(512 * K), FixedGate(buffer), LoaderModelConfig(num_workers=1),
                         max_cuts=1)
         n = rank.candidates_before_first
         assert n >= buffer
@@ -127,9 +127,9 @@ def test_cold_start_is_linear_in_candidates_with_one_decode_in_flight():
 
 def test_max_cuts_stops_fetching_and_drain_happens_only_at_end_of_stream():
     trace = Trace(np.arange(50), np.full(50, 10, np.int64), np.full(50, 0.01), np.zeros(50, np.int64))
-    stopped = run_rank(trace, PackerConfig(30), FixedGate(3), LoaderConfig(num_workers=2), max_cuts=4)
+    stopped = run_rank(trace, PackerConfig(30), FixedGate(3), LoaderModelConfig(num_workers=2), max_cuts=4)
     assert len(stopped) == 4 and not stopped.stream_ended and not stopped.drained.any()
-    full = run_rank(trace, PackerConfig(30), FixedGate(3), LoaderConfig(num_workers=2))
+    full = run_rank(trace, PackerConfig(30), FixedGate(3), LoaderModelConfig(num_workers=2))
     assert full.stream_ended and full.drained[-1] and full.n_samples.sum() == 50
 
 

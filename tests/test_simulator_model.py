@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 from dynbsz.errors import ConfigError
 from dynbsz.workload import Trace
 from simulator import metrics
-from simulator.config import LoaderConfig, StepTime
+from simulator.config import LoaderModelConfig, StepTime
 from simulator.engine import CausalityError, EventQueue
 from simulator.loader_model import LoaderModel, physical_bound_s, simulate
 
@@ -42,7 +42,7 @@ def test_event_queue_pops_in_time_order_and_refuses_the_past():
 
 
 def test_consumer_cannot_ask_before_its_previous_batch():
-    m = LoaderModel(np.full(4, 0.1), LoaderConfig(num_workers=1))
+    m = LoaderModel(np.full(4, 0.1), LoaderModelConfig(num_workers=1))
     m.start_epoch(0.0)
     r = m.next(0.0)
     with pytest.raises(CausalityError):
@@ -60,7 +60,7 @@ SEC52 = [.33, .02, .05, .02, .08, .02, .05, .02, .02, .05, .02, .02]
 ])
 def test_section_5_2_delivery_order_observed_on_the_real_loader(in_order, expected):
     # 3 workers, prefetch 2, per-batch costs above; the consumer starts 0.2 s after iter().
-    m = LoaderModel(np.array(SEC52), LoaderConfig(num_workers=3, in_order=in_order))
+    m = LoaderModel(np.array(SEC52), LoaderModelConfig(num_workers=3, in_order=in_order))
     m.start_epoch(0.0)
     t = 0.2
     while (r := m.next(t)) is not None:
@@ -70,7 +70,7 @@ def test_section_5_2_delivery_order_observed_on_the_real_loader(in_order, expect
 
 
 def test_section_5_3_uneven_iterable_shards_phantoms_and_exhaustion():
-    run = simulate(trace_of([0.01] * 8), LoaderConfig(num_workers=2, dataset="iterable", shard_sizes=(2, 6)))
+    run = simulate(trace_of([0.01] * 8), LoaderModelConfig(num_workers=2, dataset="iterable", shard_sizes=(2, 6)))
     assert list(zip(run.worker.tolist(), run.batch.tolist())) == [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (1, 3),
                                                                   (1, 4), (1, 5)]
     # 13 tasks = 8 data + 2 StopIteration replies + 3 phantoms, as torch's counters showed.
@@ -81,8 +81,8 @@ def test_persistent_iterable_workers_replay_epoch_zero_order():
     tr = trace_of([0.001] * 12)
     orders = {}
     for persistent in (True, False):
-        run = simulate(tr, LoaderConfig(num_workers=2, dataset="iterable", persistent_workers=persistent,
-                                        shuffle_seed=5), epochs=3)
+        run = simulate(tr, LoaderModelConfig(num_workers=2, dataset="iterable", persistent_workers=persistent,
+                                             shuffle_seed=5), epochs=3)
         orders[persistent] = [run.samples[np.repeat(run.epoch, run.batch_sizes()) == e].tolist() for e in range(3)]
     assert orders[True][0] == orders[True][1] == orders[True][2]          # set_epoch never reached the replica
     assert orders[False][0] == orders[True][0]
@@ -90,7 +90,7 @@ def test_persistent_iterable_workers_replay_epoch_zero_order():
 
 
 def test_map_sampler_reshuffles_every_epoch_even_with_persistent_workers():
-    run = simulate(trace_of([0.001] * 12), LoaderConfig(num_workers=2, persistent_workers=True, shuffle_seed=5),
+    run = simulate(trace_of([0.001] * 12), LoaderModelConfig(num_workers=2, persistent_workers=True, shuffle_seed=5),
                    epochs=2)
     per = np.repeat(run.epoch, run.batch_sizes())
     assert run.samples[per == 0].tolist() != run.samples[per == 1].tolist()
@@ -100,7 +100,8 @@ def test_startup_is_paid_every_epoch_unless_persistent():
     tr = trace_of([0.01] * 8)
     spans = {}
     for persistent in (False, True):
-        run = simulate(tr, LoaderConfig(num_workers=2, persistent_workers=persistent, worker_startup_s=0.5), epochs=3)
+        run = simulate(tr, LoaderModelConfig(num_workers=2, persistent_workers=persistent, worker_startup_s=0.5),
+                       epochs=3)
         first = [float(run.handout_s[run.epoch == e][0]) for e in range(3)]
         prev_end = [0.0] + [float(run.handout_s[run.epoch == e][-1]) for e in range(2)]
         spans[persistent] = [f - p for f, p in zip(first, prev_end)]
@@ -110,7 +111,7 @@ def test_startup_is_paid_every_epoch_unless_persistent():
 
 def test_zero_workers_fetch_synchronously():
     costs = [0.1, 0.2, 0.3, 0.4]
-    run = simulate(trace_of(costs), LoaderConfig(num_workers=0, batch_size=2), step=StepTime(0.05))
+    run = simulate(trace_of(costs), LoaderModelConfig(num_workers=0, batch_size=2), step=StepTime(0.05))
     assert run.handout_s.tolist() == pytest.approx([0.3, 0.3 + 0.05 + 0.7])
     assert run.worker.tolist() == [-1, -1]
 
@@ -119,7 +120,7 @@ def test_in_order_slow_task_blocks_dispatch_but_in_order_false_routes_around_it(
     costs = [1.0] + [0.01] * 11
     slow_first = {}
     for in_order in (True, False):
-        run = simulate(trace_of(costs), LoaderConfig(num_workers=2, prefetch_factor=2, in_order=in_order))
+        run = simulate(trace_of(costs), LoaderModelConfig(num_workers=2, prefetch_factor=2, in_order=in_order))
         slow_first[in_order] = run
     # in_order=True: nothing is handed out before the slow head arrives (head-of-line blocking).
     assert slow_first[True].handout_s[0] >= 1.0
@@ -143,19 +144,19 @@ def test_in_order_slow_task_blocks_dispatch_but_in_order_false_routes_around_it(
 ])
 def test_impossible_loader_configs_are_refused_with_the_setting(kwargs, setting):
     with pytest.raises(ConfigError, match=setting) as e:
-        LoaderConfig(**kwargs)
+        LoaderModelConfig(**kwargs)
     assert "must" in str(e.value) or "needs" in str(e.value) or "allowed" in str(e.value) \
         or "applies" in str(e.value)
 
 
 def test_zero_workers_with_prefetch_error_says_how_to_fix_it():
     with pytest.raises(ConfigError, match="num_workers >= 1 or leave prefetch_factor unset"):
-        LoaderConfig(num_workers=0, prefetch_factor=2)
+        LoaderModelConfig(num_workers=0, prefetch_factor=2)
 
 
 def test_shard_sizes_must_cover_the_trace():
     with pytest.raises(ConfigError, match="cover it exactly"):
-        simulate(trace_of([0.1] * 5), LoaderConfig(num_workers=2, dataset="iterable", shard_sizes=(2, 2)))
+        simulate(trace_of([0.1] * 5), LoaderModelConfig(num_workers=2, dataset="iterable", shard_sizes=(2, 2)))
 
 
 # ---- properties of the model --------------------------------------------------------------------
@@ -173,7 +174,7 @@ def scenarios(draw):
     if dataset == "iterable" and nw and draw(st.booleans()):
         cuts = sorted(draw(st.lists(st.integers(0, n), min_size=nw - 1, max_size=nw - 1)))
         shard_sizes = tuple(b - a for a, b in zip([0] + cuts, cuts + [n]))
-    cfg = LoaderConfig(
+    cfg = LoaderModelConfig(
         num_workers=nw, prefetch_factor=draw(st.integers(1, 3)) if nw else None,
         batch_size=draw(st.integers(1, 3)), in_order=draw(st.booleans()),
         persistent_workers=draw(st.booleans()) if nw else False,
@@ -237,9 +238,9 @@ def test_makespan_never_beats_the_physical_bound(sc):
 def test_in_order_true_delivers_sampler_order(sc):
     trace, cfg, step, epochs = sc
     if not cfg.in_order or cfg.dataset != "map":
-        cfg = LoaderConfig(num_workers=cfg.num_workers, prefetch_factor=cfg.prefetch_factor,
-                           batch_size=cfg.batch_size, in_order=True, persistent_workers=cfg.persistent_workers,
-                           worker_startup_s=cfg.worker_startup_s, shuffle_seed=cfg.shuffle_seed)
+        cfg = LoaderModelConfig(num_workers=cfg.num_workers, prefetch_factor=cfg.prefetch_factor,
+                                batch_size=cfg.batch_size, in_order=True, persistent_workers=cfg.persistent_workers,
+                                worker_startup_s=cfg.worker_startup_s, shuffle_seed=cfg.shuffle_seed)
     run = simulate(trace, cfg, step=step, epochs=epochs)
     per_sample_epoch = np.repeat(run.epoch, run.batch_sizes())
     for e in range(epochs):
