@@ -18,9 +18,11 @@ from torch.utils.data import Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .datasets import TraceMapDataset
-from .loader import _torchdata_quiet, as_list, build_loader
+from .loader import build_loader
+from .loader_base import identity, torchdata_quiet
 from .loader_config import LoaderConfig
 from .order import epoch_order
+from .tables import pct, table
 from .workload import SourceSpec, Workload
 
 #: 80% text at 2 ms a sample, 20% video at 20 ms: the in_order=False use case.
@@ -68,7 +70,7 @@ def run(samples: int = 400, workers: int = 4, prefetch_factor: int = 2, seed: in
     def plain(in_order: bool) -> Callable[[], list]:
         def go():
             dl = StatefulDataLoader(dataset, batch_size=1, sampler=_ListSampler(order), num_workers=workers,
-                                    prefetch_factor=prefetch_factor, in_order=in_order, collate_fn=as_list)
+                                    prefetch_factor=prefetch_factor, in_order=in_order, collate_fn=identity)
             return [s["id"] for batch in dl for s in batch]
         return go
 
@@ -85,7 +87,7 @@ def run(samples: int = 400, workers: int = 4, prefetch_factor: int = 2, seed: in
     modes = [("torchdata in_order=True", plain(True)), ("torchdata in_order=False", plain(False)),
              ("dynbsz in_order=True", ours(True)), ("dynbsz exactly-once in_order=False", ours(False))]
     rows = []
-    with warnings.catch_warnings(), _torchdata_quiet():
+    with warnings.catch_warnings(), torchdata_quiet():
         warnings.simplefilter("ignore")
         for name, fn in modes:
             seconds, ids = _time(fn, repeat)
@@ -95,14 +97,13 @@ def run(samples: int = 400, workers: int = 4, prefetch_factor: int = 2, seed: in
 
 
 def format_table(rows: list[LoaderBenchRow]) -> str:
-    lines = [f"{'mode':<36} {'samples':>7} {'seconds':>8} {'samples/s':>10} {'of limit':>9} exactly-once"]
-    for r in rows:
-        lines.append(f"{r.mode:<36} {r.samples:>7} {r.seconds:8.3f} {r.samples_per_s:10.1f} "
-                     f"{r.fraction_of_limit:8.1%} {r.exactly_once}")
+    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once"],
+                   [[r.mode, r.samples, f"{r.seconds:.3f}", f"{r.samples_per_s:.1f}", pct(r.fraction_of_limit, 1),
+                     "yes" if r.exactly_once else "NO"] for r in rows])]
     by = {r.mode: r for r in rows}
     ours, theirs = by.get("dynbsz exactly-once in_order=False"), by.get("torchdata in_order=False")
     if ours and theirs:
-        lines.append(f"exactly-once out of order runs at {ours.samples_per_s / theirs.samples_per_s:.1%} of plain "
+        lines.append(f"exactly-once out of order runs at {pct(ours.samples_per_s / theirs.samples_per_s, 1)} of plain "
                      "in_order=False (goal: within 5%)")
     return "\n".join(lines)
 

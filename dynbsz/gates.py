@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError, check_choice, check_int
+from .loader_config import RUNTIMES
 
 
 @runtime_checkable
@@ -116,7 +117,6 @@ class TokenAwareGate:
 
 #: (token budget) -> minimum candidates, measured in the seed PR at micro-batch size 1.
 CONTEXT_AWARE_TABLE: dict[int, int] = {512 * 1024: 24, 1024 * 1024: 24}
-RUNTIMES = ("main", "worker")
 TOKEN_COUNTS = ("total", "effective")
 MODALITIES = ("text", "multimodal", "diffusion")
 
@@ -168,7 +168,7 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, **options: A
         kind = gate.get("policy") if gate.get("policy") == "context_aware" else gate.get("kind")
         gate = kind
     if not isinstance(gate, str):
-        if not (callable(getattr(gate, "ready", None)) and callable(getattr(gate, "spec", None))):
+        if not isinstance(gate, Gate):
             raise ConfigError(f"gate must be one of {GATE_NAMES} or an object with ready(view) and spec() methods, "
                               f"got {type(gate).__name__}")
         return gate

@@ -22,81 +22,21 @@ What it adds to a plain ``StatefulDataLoader``:
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import warnings
 import weakref
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from torch.utils.data import Dataset, Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
-from .errors import ConfigError, SampleFetchError, StateMismatchError, check_int
-from .gates import Gate, resolve_gate
+from .errors import SampleFetchError
+from .gates import Gate
+from .loader_base import EpochLoader, Step, default_source, default_tokens, inner_loader, state_format
 from .loader_config import LoaderConfig
 from .order import DeliveryLedger, rank_order
-from .packer import GreedyPacker, MicroBatch
-
-STATE_FORMAT = "dynbsz.loader/1"
-
-
-def default_tokens(sample: Any) -> int:
-    """Token length of a sample: its ``tokens`` field, else the length of its ``input_ids``."""
-    if isinstance(sample, Mapping):
-        if "tokens" in sample:
-            return sample["tokens"]
-        if "input_ids" in sample:
-            return len(sample["input_ids"])
-    raise ConfigError("cannot tell the token length of a sample: give it a 'tokens' or 'input_ids' field, "
-                      "or pass tokens_fn=... to build_loader")
-
-
-def default_source(sample: Any) -> Any:
-    return sample.get("source") if isinstance(sample, Mapping) else None
-
-
-@dataclass(frozen=True)
-class Step:
-    """One optimizer step's worth of micro-batches."""
-
-    index: int                          # steps delivered before this one, all epochs
-    epoch: int
-    micro_batches: tuple[MicroBatch, ...]
-    data: tuple | None                  # collate_fn(micro_batch) for each, when a collate_fn is given
-    partial: bool                       # fewer micro-batches than micro_batches_per_step (end of epoch)
-
-    @property
-    def sample_ids(self) -> list:
-        return [sid for mb in self.micro_batches for sid in mb.ids]
-
-
-class _StepIterator:
-    """The iterator ``iter(loader)`` returns. The loader only holds it weakly, so dropping it
-    frees the inner torch iterator (and its workers) at once instead of at the next GC cycle,
-    when forked workers could inherit it."""
-
-    __slots__ = ("_gen", "__weakref__")
-
-    def __init__(self, gen: Iterator[Step]):
-        self._gen = gen
-
-    def __iter__(self) -> "_StepIterator":
-        return self
-
-    def __next__(self) -> Step:
-        return next(self._gen)
-
-    def close(self) -> None:
-        self._gen.close()
-
-
-def as_list(batch: list) -> list:
-    """collate_fn of the inner loader: keep samples as they are (module level: picklable under spawn)."""
-    return batch
+from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
+from .packing import pack
+from .worker_runtime import WorkerRuntimeLoader
 
 
 class _KeyedDataset(Dataset):
@@ -155,145 +95,24 @@ class _KeyBatches(Sampler):
         return self._owner()._num_key_batches()
 
 
-@contextlib.contextmanager
-def _torchdata_quiet():
-    # torchdata logs its in_order=False caveat at construction; LoaderConfig.resolved() already
-    # warned, with what dynbsz does about it. One warning, in one place.
-    log = logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
-            yield
-    finally:
-        log.setLevel(level)
-
-
-class EpochLoader(ABC):
-    """What both runtimes share: the current epoch and moving to the next, the live iterator (held
-    weakly), closing, and turning micro-batches into steps. A subclass provides ``_run`` (the
-    current epoch's steps), ``_done``, ``_reset_progress`` and ``_progress_note``."""
-
-    config: LoaderConfig
-    collate_fn: Callable | None
-
-    def _init_epochs(self) -> None:
-        self.epoch = 0
-        self.steps = 0
-        self._started = False
-        self._finished = False
-        self._after_yield = False      # the last thing that happened was a step handed to the caller
-        self._live: weakref.ref | None = None   # the running epoch iterator, if any (weak: no cycle)
-        self._dl: StatefulDataLoader | None = None
-
-    @abstractmethod
-    def _done(self) -> bool:
-        """The current epoch has delivered everything."""
-
-    @abstractmethod
-    def _reset_progress(self) -> None:
-        """Forget the current epoch's progress (a new epoch starts)."""
-
-    @abstractmethod
-    def _progress_note(self) -> str:
-        """Where the current epoch stands, for error messages."""
-
-    @abstractmethod
-    def _run(self) -> Iterator[Step]:
-        """The current epoch's remaining steps."""
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch to iterate. A no-op for the current epoch, so a restored loader keeps its place."""
-        check_int("epoch", epoch, minimum=0)
-        if epoch == self.epoch:
-            return
-        if self._started and not self._done():
-            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished ({self._progress_note()}): "
-                              "iterate the loader to the end of the epoch first; switching now would drop those "
-                              "samples")
-        self._start_epoch(epoch)
-
-    def _start_epoch(self, epoch: int) -> None:
-        self._stop()
-        self.epoch = epoch
-        self._reset_progress()
-        self._started = self._finished = self._after_yield = False
-
-    def _stop(self) -> None:
-        """Stop the running epoch iterator; non-persistent workers exit, persistent ones stay for
-        the next epoch."""
-        live = self._live() if self._live is not None else None
-        self._live = None
-        if live is not None:
-            live.close()
-        if not self.config.persistent_workers:
-            self._dl = None
-
-    def close(self) -> None:
-        """Stop iterating and shut every worker down, persistent ones included. Progress is kept:
-        iterating again starts fresh workers and continues after the last handed-out step."""
-        self._stop()
-        self._dl = None
-
-    def __iter__(self) -> Iterator[Step]:
-        """Iterate the rest of the current epoch. After a finished epoch, the next one starts.
-
-        Dropping the iterator mid-epoch loses nothing: what was prefetched but not handed out is
-        produced again by the next iterator, as after a restore.
-        """
-        live = self._live() if self._live is not None else None
-        if live is not None:
-            return live
-        if self._finished:
-            self._start_epoch(self.epoch + 1)
-        else:
-            self._before_run()
-        it = _StepIterator(self._run())
-        self._live = weakref.ref(it)
-        return it
-
-    def _before_run(self) -> None:
-        """Hook: prepare to continue an epoch whose previous iterator was dropped."""
-
-    def _emit(self, mbs: list[MicroBatch], partial: bool, datas: list | None = None) -> Iterator[Step]:
-        if datas is None and self.collate_fn is not None:
-            datas = [self.collate_fn(mb) for mb in mbs]
-        step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if datas is not None else None, partial)
-        self.steps += 1
-        self._after_yield = True
-        yield step
-        self._after_yield = False
-
-
 class DynamicBatchLoader(EpochLoader):
     """Main-runtime loader over a map-style dataset. Use ``build_loader`` to construct one."""
 
+    runtime = "main"
+
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(), *, collate_fn: Callable | None = None,
-                 tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source):
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise ConfigError(f"the main runtime needs a map-style dataset (__len__ and __getitem__), got "
-                              f"{type(dataset).__name__}")
-        if config.runtime != "main":
-            raise ConfigError("DynamicBatchLoader is the runtime='main' loader; use build_loader() for runtime='worker'")
-        self.config = config.resolved()
-        self.dataset = dataset
-        self.num_samples = len(dataset)
-        if self.num_samples < self.config.dp_size:
-            raise ConfigError(f"dataset has {self.num_samples} samples, fewer than dp_size={self.config.dp_size}: "
-                              "some ranks would read nothing")
-        self.packer = None
+                 tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source,
+                 packer_factory: PackerFactory = GreedyPacker):
+        super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
+                         source_fn=source_fn)
+        self.packer: Packer | None = None
         if packer_config is not None:
-            self.packer = GreedyPacker(packer_config, resolve_gate("fixed" if gate is None else gate,
-                                                                   budget=packer_config.budget))
-        self.collate_fn = collate_fn
-        self.tokens_fn = tokens_fn
-        self.source_fn = source_fn
-        self._init_epochs()
+            self.packer = packer_factory(packer_config, self.gate)
         self._ledger = DeliveryLedger()
         self._order_cache: tuple[int, Any] | None = None
         self._refetch: list = []       # buffered ids whose payloads must be re-read after a restore
+        self._pending_refetch: set = set()
 
     # ---- epochs ------------------------------------------------------------------------------
 
@@ -303,10 +122,6 @@ class DynamicBatchLoader(EpochLoader):
             self._order_cache = (self.epoch, rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size,
                                                         c.shuffle))
         return self._order_cache[1]
-
-    def epoch_length(self) -> int:
-        """Samples this rank reads per epoch."""
-        return len(self._rank_order())
 
     def _done(self) -> bool:
         """Everything of the current epoch was delivered, even if the generator has not noticed yet."""
@@ -329,14 +144,7 @@ class DynamicBatchLoader(EpochLoader):
             # second time. Release it first: one inner loader per epoch.
             self._dl = None
         if self._dl is None:
-            c = self.config
-            kw: dict[str, Any] = dict(num_workers=c.num_workers, persistent_workers=c.persistent_workers,
-                                      in_order=c.in_order, pin_memory=c.pin_memory, timeout=c.timeout_s,
-                                      collate_fn=as_list)
-            if c.num_workers:
-                kw.update(prefetch_factor=c.prefetch_factor, multiprocessing_context=c.start_method)
-            with _torchdata_quiet():
-                self._dl = StatefulDataLoader(_KeyedDataset(self.dataset), batch_sampler=_KeyBatches(self), **kw)
+            self._dl = inner_loader(_KeyedDataset(self.dataset), self.config, batch_sampler=_KeyBatches(self))
         return self._dl
 
     def _take_refetch(self) -> list:
@@ -350,41 +158,28 @@ class DynamicBatchLoader(EpochLoader):
         return -(-len(self._refetch) // size) + -(-left // size)
 
     def _run(self) -> Iterator[Step]:
-        packer = self.packer
-        max_steps = self.config.max_steps
-        mbps = packer.config.micro_batches_per_step if packer is not None else 1
-        fetch_first = self._after_yield
+        if self._at_max_steps():
+            return
         self._pending_refetch = set(self._refetch)
         it = iter(self._inner())
         self._started = True
-        pending: list[MicroBatch] = []
-        while True:
-            if max_steps is not None and self.steps >= max_steps:
-                return
-            if packer is not None and not fetch_first and not self._pending_refetch and packer.ready():
-                pending.append(packer.cut())
-                if len(pending) == mbps:
-                    yield from self._emit(pending, partial=False)
-                    pending = []
-            fetch_first = False
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            if packer is None:
+        if self.packer is None:
+            for batch in it:
                 yield from self._emit([self._plain_micro_batch(batch)], partial=False)
-                continue
-            if not self._absorb(batch):
-                fetch_first = True  # only re-read payloads: not a loop turn of the uninterrupted run
-        if packer is not None:
-            # End of the epoch's stream: drain one micro-batch at a time, so a checkpoint taken
-            # between drained steps still holds the rest in the packer.
-            for mb in packer.drain():
+                if self._at_max_steps():
+                    return
+        else:
+            packer = self.packer
+            mbps = self.packer_config.micro_batches_per_step
+            pending: list[MicroBatch] = []
+            # Cuts wait while re-read payloads are still in flight (out of order they may arrive
+            # after fresh samples): a micro-batch never leaves without its samples' data.
+            for mb in pack(packer, self._fresh_items(it), may_cut=lambda: not self._pending_refetch):
                 pending.append(mb)
                 if len(pending) == mbps:
                     yield from self._emit(pending, partial=False)
                     pending = []
-                    if max_steps is not None and self.steps >= max_steps:
+                    if self._at_max_steps():
                         return
             if pending:
                 packer.start_new_step()
@@ -392,21 +187,24 @@ class DynamicBatchLoader(EpochLoader):
         self._finished = True
         self._after_yield = False
 
-    def _absorb(self, batch: list) -> bool:
-        """Put a fetched batch into the packer. False if it only carried re-read payloads."""
+    def _fresh_items(self, it: Iterator[list]) -> Iterator[list]:
+        """The packing loop's items: each fetched batch's fresh samples, marked delivered as they are
+        put. A batch that only re-reads buffered samples' payloads after a restore is no loop turn
+        of the uninterrupted run, so it is absorbed here and never reaches the loop."""
         packer, ledger = self.packer, self._ledger
         tokens_fn, source_fn = self.tokens_fn, self.source_fn
-        fresh = False
-        for (_, position, index, refetch), sample in batch:
-            if refetch:
-                packer.attach_payload(index, sample)
-                self._pending_refetch.discard(index)
-                self._refetch.remove(index)
-                continue
-            fresh = True
-            ledger.mark(position)
-            packer.put(index, tokens_fn(sample), None, source_fn(sample), sample)
-        return fresh
+        for batch in it:
+            fresh = []
+            for (_, position, index, refetch), sample in batch:
+                if refetch:
+                    packer.attach_payload(index, sample)
+                    self._pending_refetch.discard(index)
+                    self._refetch.remove(index)
+                    continue
+                ledger.mark(position)
+                fresh.append((index, tokens_fn(sample), None, source_fn(sample), sample))
+            if fresh:
+                yield fresh
 
     def _plain_micro_batch(self, batch: list) -> MicroBatch:
         ids, toks, srcs, payloads = [], [], [], []
@@ -429,56 +227,27 @@ class DynamicBatchLoader(EpochLoader):
 
     def state_dict(self) -> dict[str, Any]:
         """Exact, JSON-serializable state; take it between steps."""
-        return {
-            "format": STATE_FORMAT,
-            "fingerprint": self._fingerprint(),
-            "epoch": self.epoch,
-            "started": self._started,
-            "finished": self._finished,
-            "after_yield": self._after_yield,
-            "ledger": self._ledger.state_dict(),
-            "steps": self.steps,
-            "packer": self.packer.state_dict() if self.packer is not None else None,
-        }
+        return {**self._state_common(), "after_yield": self._after_yield, "ledger": self._ledger.state_dict(),
+                "packer": self.packer.state_dict() if self.packer is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_loader_state(state, self._fingerprint())
-        self.close()
-        self._dl = None  # fresh workers, like torchdata: nothing stale survives a restore
-        self.epoch = state["epoch"]
-        self._ledger = DeliveryLedger.from_state(state["ledger"])
-        self.steps = state["steps"]
-        self._started, self._finished = state["started"], state["finished"]
+        self._restore_common(state)
         self._after_yield = state["after_yield"]
+        self._ledger = DeliveryLedger()
+        self._ledger.load_state_dict(state["ledger"])
         if self.packer is not None:
             self.packer.load_state_dict(state["packer"])
             self._refetch = self.packer.buffered_ids()
 
 
-def check_loader_state(state: Any, fingerprint: dict[str, Any]) -> None:
-    """Reject a checkpoint from another dataset, seed, DP layout or runtime with the setting named."""
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise StateMismatchError(f"not a dynbsz loader checkpoint (expected format {STATE_FORMAT!r})")
-    saved = state["fingerprint"]
-    if saved.get("runtime") != fingerprint["runtime"]:
-        raise StateMismatchError(f"checkpoint was made with runtime={saved.get('runtime')!r}, this loader has "
-                                 f"runtime={fingerprint['runtime']!r}; build the loader with the checkpoint's runtime")
-    diffs = [f"{k}: checkpoint={saved.get(k)!r}, current={v!r}" for k, v in fingerprint.items() if saved.get(k) != v]
-    if diffs:
-        raise StateMismatchError("cannot resume: the checkpoint was made with different settings (" + "; ".join(diffs)
-                                 + "); resuming would lose or repeat samples. Rebuild the loader with the "
-                                 "checkpoint's settings")
-
-
 def build_loader(dataset: Any, packer_config: PackerConfig | None = None, gate: Gate | str | None = None,
-                 config: LoaderConfig = LoaderConfig(), **kwargs: Any):
+                 config: LoaderConfig = LoaderConfig(), **kwargs: Any) -> EpochLoader:
     """A dynamic-batching loader for ``dataset``; ``config.runtime`` picks where the packer runs.
 
     ``packer_config=None`` gives a plain loader (one fetched batch per step) with the same
-    epoch and checkpoint guarantees.
+    epoch and checkpoint guarantees. Keyword arguments: ``collate_fn``, ``tokens_fn``,
+    ``source_fn`` and ``packer_factory`` (a ``(PackerConfig, Gate) -> Packer``; default
+    ``GreedyPacker``).
     """
-    if config.runtime == "worker":
-        from .worker_runtime import WorkerRuntimeLoader
-
-        return WorkerRuntimeLoader(dataset, packer_config, gate, config, **kwargs)
-    return DynamicBatchLoader(dataset, packer_config, gate, config, **kwargs)
+    runtime = WorkerRuntimeLoader if config.runtime == "worker" else DynamicBatchLoader
+    return runtime(dataset, packer_config, gate, config, **kwargs)

@@ -66,6 +66,6 @@ class DeliveryLedger:
     def state_dict(self) -> dict:
         return {"watermark": self.watermark, "ahead": sorted(self.ahead)}
 
-    @classmethod
-    def from_state(cls, state: dict) -> "DeliveryLedger":
-        return cls(state["watermark"], state["ahead"])
+    def load_state_dict(self, state: dict) -> None:
+        self.watermark = state["watermark"]
+        self.ahead = set(state["ahead"])

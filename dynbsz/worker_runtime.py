@@ -36,17 +36,12 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
 from .errors import ConfigError, SampleFetchError
-from .gates import Gate, resolve_gate
-from .loader import (STATE_FORMAT, EpochLoader, Step, _torchdata_quiet, check_loader_state, default_source,
-                     default_tokens)
+from .gates import Gate
+from .loader_base import EpochLoader, Step, default_source, default_tokens, inner_loader
 from .loader_config import LoaderConfig
 from .order import rank_order
-from .packer import GreedyPacker, MicroBatch
-
-
-def first_item(batch: Any) -> Any:
-    """collate_fn for batch_size=None: hand the item over untouched (module level: picklable)."""
-    return batch
+from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
+from .packing import pack
 
 
 class PackingStream(IterableDataset):
@@ -54,7 +49,7 @@ class PackingStream(IterableDataset):
 
     def __init__(self, dataset: Any, packer_config: PackerConfig, gate: Gate, config: LoaderConfig,
                  num_streams: int, control: torch.Tensor, plan: dict | None, collate_fn: Callable | None,
-                 tokens_fn: Callable, source_fn: Callable):
+                 tokens_fn: Callable, source_fn: Callable, packer_factory: PackerFactory = GreedyPacker):
         self.dataset = dataset
         self.packer_config = packer_config
         self.gate = gate
@@ -65,6 +60,7 @@ class PackingStream(IterableDataset):
         self.collate_fn = collate_fn
         self.tokens_fn = tokens_fn
         self.source_fn = source_fn
+        self.packer_factory = packer_factory
 
     def current_epoch(self) -> tuple[int, int]:
         return int(self.control[0]), int(self.control[1])
@@ -82,7 +78,7 @@ class PackingStream(IterableDataset):
     def _stream(self, epoch: int, logical: int, saved: dict | None) -> Iterator[dict]:
         order = rank_order(len(self.dataset), self.seed, epoch, self.dp_rank, self.dp_size, self.shuffle)
         indices = order[logical::self.num_streams].tolist()
-        packer = GreedyPacker(self.packer_config, copy.deepcopy(self.gate))
+        packer = self.packer_factory(self.packer_config, copy.deepcopy(self.gate))
         consumed, seq = 0, 0
         if saved is not None:
             consumed, seq = saved["consumed"], saved["seq"] + 1
@@ -90,14 +86,17 @@ class PackingStream(IterableDataset):
             for sid in packer.buffered_ids():
                 packer.attach_payload(sid, self._fetch(epoch, sid))
         tokens_fn, source_fn = self.tokens_fn, self.source_fn
-        for index in indices[consumed:]:
-            sample = self._fetch(epoch, index)
-            consumed += 1
-            packer.put(index, tokens_fn(sample), None, source_fn(sample), sample)
-            if packer.ready():
-                yield self._item(logical, seq, consumed, packer, packer.cut())
-                seq += 1
-        for mb in packer.drain():
+
+        def items() -> Iterator[list]:
+            # One sample per loop turn; ``consumed`` is read when a micro-batch comes out, so it
+            # counts exactly the samples that were fetched before that cut.
+            nonlocal consumed
+            for index in indices[consumed:]:
+                sample = self._fetch(epoch, index)
+                consumed += 1
+                yield [(index, tokens_fn(sample), None, source_fn(sample), sample)]
+
+        for mb in pack(packer, items()):
             yield self._item(logical, seq, consumed, packer, mb)
             seq += 1
 
@@ -108,7 +107,7 @@ class PackingStream(IterableDataset):
             raise SampleFetchError(f"fetching sample {index} (epoch {epoch}) failed in the worker: "
                                    f"{type(e).__name__}: {e}") from e
 
-    def _item(self, logical: int, seq: int, consumed: int, packer: GreedyPacker, mb: MicroBatch) -> dict:
+    def _item(self, logical: int, seq: int, consumed: int, packer: Packer, mb: MicroBatch) -> dict:
         # A dict, so pin_memory pins the collated tensors in "data" and leaves the rest alone.
         return {"stream": logical, "seq": seq, "consumed": consumed, "packer": packer.state_dict(), "mb": mb,
                 "data": self.collate_fn(mb) if self.collate_fn is not None else None}
@@ -117,46 +116,33 @@ class PackingStream(IterableDataset):
 class WorkerRuntimeLoader(EpochLoader):
     """Loader with runtime='worker'. Same interface as ``DynamicBatchLoader``."""
 
+    runtime = "worker"
     #: What each worker runs (a class attribute, so a variant can swap it).
     stream_class = PackingStream
 
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(runtime="worker"), *, collate_fn: Callable | None = None,
-                 tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source):
-        if config.runtime != "worker":
-            raise ConfigError("WorkerRuntimeLoader needs LoaderConfig(runtime='worker')")
+                 tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source,
+                 packer_factory: PackerFactory = GreedyPacker):
         if packer_config is None:
             raise ConfigError("runtime='worker' packs inside the workers and needs a PackerConfig; for a plain "
                               "loader use runtime='main' with packer_config=None")
         if packer_config.warmup_steps:
             raise ConfigError("batch-size warm-up (warmup_steps > 0) needs the global step, which a worker packing "
                               "ahead of the trainer does not know; use runtime='main', or warmup_steps=0")
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise ConfigError(f"runtime='worker' reads a map-style dataset (__len__ and __getitem__) in each worker, "
-                              f"got {type(dataset).__name__}")
         if config.fetch_batch_size != 1:
             raise ConfigError("fetch_batch_size applies to runtime='main' only; a worker hands over micro-batches")
-        self.config = config.resolved()
-        self.dataset = dataset
-        self.num_samples = len(dataset)
-        if self.num_samples < self.config.dp_size:
-            raise ConfigError(f"dataset has {self.num_samples} samples, fewer than dp_size={self.config.dp_size}")
-        self.packer_config = packer_config
-        self.gate = resolve_gate("fixed" if gate is None else gate, budget=packer_config.budget)
+        super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
+                         source_fn=source_fn)
+        self.packer_factory = packer_factory
         self.num_streams = max(1, self.config.num_workers)
-        self.collate_fn, self.tokens_fn, self.source_fn = collate_fn, tokens_fn, source_fn
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [epoch, generation]
-        self._init_epochs()
         self._streams: dict[str, dict] = {}   # logical stream -> state of its last handed-out micro-batch
         self._last_stream: int | None = None
         self._plan: dict | None = None       # what a restored loader's workers resume from
         self._generation = 0
 
     # ---- epochs ------------------------------------------------------------------------------
-
-    def epoch_length(self) -> int:
-        n, d, r = self.num_samples, self.config.dp_size, self.config.dp_rank
-        return len(range(r, n, d))
 
     def _done(self) -> bool:
         if self._finished:
@@ -184,22 +170,14 @@ class WorkerRuntimeLoader(EpochLoader):
         if not self.config.persistent_workers or self._plan is not None:
             self._dl = None  # a plan is baked into the dataset replica: fresh workers carry it
         if self._dl is None:
-            c = self.config
-            stream = self.stream_class(self.dataset, self.packer_config, self.gate, c, self.num_streams, self.control,
-                                       self._plan, self.collate_fn, self.tokens_fn, self.source_fn)
-            kw: dict[str, Any] = dict(batch_size=None, num_workers=c.num_workers,
-                                      persistent_workers=c.persistent_workers, in_order=c.in_order,
-                                      pin_memory=c.pin_memory, timeout=c.timeout_s, collate_fn=first_item,
-                                      snapshot_every_n_steps=0)
-            if c.num_workers:
-                kw.update(prefetch_factor=c.prefetch_factor, multiprocessing_context=c.start_method)
-            with _torchdata_quiet():
-                self._dl = StatefulDataLoader(stream, **kw)
+            stream = self.stream_class(self.dataset, self.packer_config, self.gate, self.config, self.num_streams,
+                                       self.control, self._plan, self.collate_fn, self.tokens_fn, self.source_fn,
+                                       self.packer_factory)
+            self._dl = inner_loader(stream, self.config, batch_size=None, snapshot_every_n_steps=0)
         return self._dl
 
     def _run(self) -> Iterator[Step]:
         mbps = self.packer_config.micro_batches_per_step
-        max_steps = self.config.max_steps
         self._generation += 1
         if self._plan is not None:
             self._plan["generation"] = self._generation
@@ -211,7 +189,7 @@ class WorkerRuntimeLoader(EpochLoader):
         pending: list = []
         datas: list = []
         for item in it:
-            if max_steps is not None and self.steps >= max_steps and not pending:
+            if self._at_max_steps() and not pending:
                 return
             key = str(item["stream"])
             expected = self._streams[key]["seq"] + 1 if key in self._streams else 0
@@ -239,16 +217,10 @@ class WorkerRuntimeLoader(EpochLoader):
                 "packer": self.packer_config.to_dict(), "gate": self.gate.spec()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": STATE_FORMAT, "fingerprint": self._fingerprint(), "epoch": self.epoch,
-                "started": self._started, "finished": self._finished, "steps": self.steps,
-                "streams": copy.deepcopy(self._streams), "last_stream": self._last_stream}
+        return {**self._state_common(), "streams": copy.deepcopy(self._streams), "last_stream": self._last_stream}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_loader_state(state, self._fingerprint())
-        self.close()
-        self._dl = None
-        self.epoch, self.steps = state["epoch"], state["steps"]
-        self._started, self._finished = state["started"], state["finished"]
+        self._restore_common(state)
         self._streams = copy.deepcopy(state["streams"])
         self._last_stream = state["last_stream"]
         self._plan = self._plan_from_progress()

@@ -1,0 +1,276 @@
+"""What both loader runtimes share: the epoch lifecycle, steps, checkpoint checks, and the
+arguments of the ``StatefulDataLoader`` underneath.
+
+``EpochLoader`` owns the current epoch and moving to the next, the live step iterator (held
+weakly), closing, turning micro-batches into ``Step``s, and the checks every runtime runs on
+its dataset and configuration. A runtime (``dynbsz.loader.DynamicBatchLoader`` for
+runtime='main', ``dynbsz.worker_runtime.WorkerRuntimeLoader`` for runtime='worker') supplies
+the epoch's steps and its own checkpoint format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from torch.utils.data import Dataset, IterableDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from .config import PackerConfig
+from .errors import ConfigError, StateMismatchError, check_int
+from .gates import Gate, resolve_gate
+from .loader_config import RUNTIMES, LoaderConfig
+from .packer import MicroBatch
+
+
+def default_tokens(sample: Any) -> int:
+    """Token length of a sample: its ``tokens`` field, else the length of its ``input_ids``."""
+    if isinstance(sample, Mapping):
+        if "tokens" in sample:
+            return sample["tokens"]
+        if "input_ids" in sample:
+            return len(sample["input_ids"])
+    raise ConfigError("cannot tell the token length of a sample: give it a 'tokens' or 'input_ids' field, "
+                      "or pass tokens_fn=... to build_loader")
+
+
+def default_source(sample: Any) -> Any:
+    return sample.get("source") if isinstance(sample, Mapping) else None
+
+
+def identity(batch: Any) -> Any:
+    """collate_fn of the inner loader: hand what was fetched over untouched (module level: picklable
+    under spawn)."""
+    return batch
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step's worth of micro-batches."""
+
+    index: int                          # steps delivered before this one, all epochs
+    epoch: int
+    micro_batches: tuple[MicroBatch, ...]
+    data: tuple | None                  # collate_fn(micro_batch) for each, when a collate_fn is given
+    partial: bool                       # fewer micro-batches than micro_batches_per_step (end of epoch)
+
+    @property
+    def sample_ids(self) -> list:
+        return [sid for mb in self.micro_batches for sid in mb.ids]
+
+
+class StepIterator:
+    """The iterator ``iter(loader)`` returns. The loader only holds it weakly, so dropping it
+    frees the inner torch iterator (and its workers) at once instead of at the next GC cycle,
+    when forked workers could inherit it."""
+
+    __slots__ = ("_gen", "__weakref__")
+
+    def __init__(self, gen: Iterator[Step]):
+        self._gen = gen
+
+    def __iter__(self) -> "StepIterator":
+        return self
+
+    def __next__(self) -> Step:
+        return next(self._gen)
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+@contextlib.contextmanager
+def torchdata_quiet():
+    """Silence torchdata's construction-time log lines: its in_order=False caveat is already warned
+    about, with what dynbsz does about it, by ``LoaderConfig.resolved()``. One warning, in one place."""
+    log = logging.getLogger("torchdata.stateful_dataloader.stateful_dataloader")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+            yield
+    finally:
+        log.setLevel(level)
+
+
+def inner_loader(dataset: Dataset | IterableDataset, config: LoaderConfig, **kw: Any) -> StatefulDataLoader:
+    """The ``StatefulDataLoader`` a runtime runs on, with the knobs of ``config`` (resolved) and
+    whatever the runtime adds (its sampler, batch size). Its state is never loaded: dynbsz
+    checkpoints what was delivered, not torchdata's counts."""
+    kw.update(num_workers=config.num_workers, persistent_workers=config.persistent_workers,
+              in_order=config.in_order, pin_memory=config.pin_memory, timeout=config.timeout_s,
+              collate_fn=identity)
+    if config.num_workers:
+        kw.update(prefetch_factor=config.prefetch_factor, multiprocessing_context=config.start_method)
+    with torchdata_quiet():
+        return StatefulDataLoader(dataset, **kw)
+
+
+def state_format(runtime: str) -> str:
+    """The name of a runtime's checkpoint format: each runtime writes its own."""
+    return f"dynbsz.loader.{runtime}/1"
+
+
+def check_loader_state(state: Any, runtime: str, fingerprint: dict[str, Any]) -> None:
+    """Reject anything but a checkpoint of this runtime with this fingerprint (dataset size, seed,
+    DP layout, packing), naming the setting that differs."""
+    expected = state_format(runtime)
+    formats = {state_format(r): r for r in RUNTIMES}
+    got = state.get("format") if isinstance(state, dict) else type(state).__name__
+    if got not in formats:
+        raise StateMismatchError(f"not a dynbsz loader checkpoint (expected format {expected!r}, got {got!r})")
+    if got != expected:
+        raise StateMismatchError(f"checkpoint was made with runtime={formats[got]!r} (format {got!r}), this loader "
+                                 f"has runtime={runtime!r}; build the loader with the checkpoint's runtime")
+    saved = state["fingerprint"]
+    diffs = [f"{k}: checkpoint={saved.get(k)!r}, current={v!r}" for k, v in fingerprint.items() if saved.get(k) != v]
+    if diffs:
+        raise StateMismatchError("cannot resume: the checkpoint was made with different settings (" + "; ".join(diffs)
+                                 + "); resuming would lose or repeat samples. Rebuild the loader with the "
+                                 "checkpoint's settings")
+
+
+class EpochLoader(ABC):
+    """The epoch lifecycle both runtimes share. A subclass provides ``_run`` (the current epoch's
+    steps), ``_done``, ``_reset_progress``, ``_progress_note`` and its checkpoint."""
+
+    #: The runtime a subclass implements ('main' or 'worker'); its checkpoints carry it.
+    runtime: str
+
+    def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None,
+                 config: LoaderConfig, *, collate_fn: Callable | None, tokens_fn: Callable[[Any], int],
+                 source_fn: Callable[[Any], Any]):
+        """The checks and settings both runtimes share; a subclass runs its own checks first."""
+        if config.runtime != self.runtime:
+            raise ConfigError(f"{type(self).__name__} is the runtime={self.runtime!r} loader, got "
+                              f"LoaderConfig(runtime={config.runtime!r}); use build_loader() to pick the runtime")
+        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise ConfigError(f"runtime={self.runtime!r} reads a map-style dataset (__len__ and __getitem__), got "
+                              f"{type(dataset).__name__}")
+        self.config = config.resolved()
+        self.dataset = dataset
+        self.num_samples = len(dataset)
+        if self.num_samples < self.config.dp_size:
+            raise ConfigError(f"dataset has {self.num_samples} samples, fewer than dp_size={self.config.dp_size}: "
+                              "some ranks would read nothing")
+        self.packer_config = packer_config
+        self.gate: Gate | None = None
+        if packer_config is not None:
+            self.gate = resolve_gate("fixed" if gate is None else gate, budget=packer_config.budget)
+        self.collate_fn = collate_fn
+        self.tokens_fn = tokens_fn
+        self.source_fn = source_fn
+        self.epoch = 0
+        self.steps = 0
+        self._started = False
+        self._finished = False
+        self._after_yield = False      # the last thing that happened was a step handed to the caller
+        self._live: weakref.ref | None = None   # the running epoch iterator, if any (weak: no cycle)
+        self._dl: StatefulDataLoader | None = None
+
+    @abstractmethod
+    def _done(self) -> bool:
+        """The current epoch has delivered everything."""
+
+    @abstractmethod
+    def _reset_progress(self) -> None:
+        """Forget the current epoch's progress (a new epoch starts)."""
+
+    @abstractmethod
+    def _progress_note(self) -> str:
+        """Where the current epoch stands, for error messages."""
+
+    @abstractmethod
+    def _run(self) -> Iterator[Step]:
+        """The current epoch's remaining steps."""
+
+    @abstractmethod
+    def _fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must match to be resumed by this loader (runtime included)."""
+
+    def epoch_length(self) -> int:
+        """Samples this rank reads per epoch: positions dp_rank, dp_rank + dp_size, ... of the order."""
+        return len(range(self.config.dp_rank, self.num_samples, self.config.dp_size))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch to iterate. A no-op for the current epoch, so a restored loader keeps its place."""
+        check_int("epoch", epoch, minimum=0)
+        if epoch == self.epoch:
+            return
+        if self._started and not self._done():
+            raise ConfigError(f"set_epoch({epoch}) while epoch {self.epoch} is unfinished ({self._progress_note()}): "
+                              "iterate the loader to the end of the epoch first; switching now would drop those "
+                              "samples")
+        self._start_epoch(epoch)
+
+    def _start_epoch(self, epoch: int) -> None:
+        self._stop()
+        self.epoch = epoch
+        self._reset_progress()
+        self._started = self._finished = self._after_yield = False
+
+    def _stop(self) -> None:
+        """Stop the running epoch iterator; non-persistent workers exit, persistent ones stay for
+        the next epoch."""
+        live = self._live() if self._live is not None else None
+        self._live = None
+        if live is not None:
+            live.close()
+        if not self.config.persistent_workers:
+            self._dl = None
+
+    def close(self) -> None:
+        """Stop iterating and shut every worker down, persistent ones included. Progress is kept:
+        iterating again starts fresh workers and continues after the last handed-out step."""
+        self._stop()
+        self._dl = None
+
+    def __iter__(self) -> Iterator[Step]:
+        """Iterate the rest of the current epoch. After a finished epoch, the next one starts.
+
+        Dropping the iterator mid-epoch loses nothing: what was prefetched but not handed out is
+        produced again by the next iterator, as after a restore.
+        """
+        live = self._live() if self._live is not None else None
+        if live is not None:
+            return live
+        if self._finished:
+            self._start_epoch(self.epoch + 1)
+        else:
+            self._before_run()
+        it = StepIterator(self._run())
+        self._live = weakref.ref(it)
+        return it
+
+    def _before_run(self) -> None:
+        """Hook: prepare to continue an epoch whose previous iterator was dropped."""
+
+    def _at_max_steps(self) -> bool:
+        return self.config.max_steps is not None and self.steps >= self.config.max_steps
+
+    def _emit(self, mbs: list[MicroBatch], partial: bool, datas: list | None = None) -> Iterator[Step]:
+        if datas is None and self.collate_fn is not None:
+            datas = [self.collate_fn(mb) for mb in mbs]
+        step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if datas is not None else None, partial)
+        self.steps += 1
+        self._after_yield = True
+        yield step
+        self._after_yield = False
+
+    def _restore_common(self, state: dict[str, Any]) -> None:
+        """Check a checkpoint and restore what every runtime keeps: epoch, steps, where the epoch is."""
+        check_loader_state(state, self.runtime, self._fingerprint())
+        self.close()   # fresh workers, like torchdata: nothing stale survives a restore
+        self.epoch, self.steps = state["epoch"], state["steps"]
+        self._started, self._finished = state["started"], state["finished"]
+
+    def _state_common(self) -> dict[str, Any]:
+        return {"format": state_format(self.runtime), "fingerprint": self._fingerprint(), "epoch": self.epoch,
+                "started": self._started, "finished": self._finished, "steps": self.steps}
