@@ -135,7 +135,3 @@ class StepTime:
     def of(self, tokens):
         """Seconds for a batch of ``tokens`` tokens (scalar or numpy array)."""
         return self.base_s + self.per_token_s * tokens
-
-    @property
-    def is_zero(self) -> bool:
-        return self.base_s == 0.0 and self.per_token_s == 0.0

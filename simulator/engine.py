@@ -28,30 +28,41 @@ class CausalityError(RuntimeError):
 
 
 class EventQueue:
-    """A clock (``now``, seconds) and a min-heap of pending ``(time, key)`` events."""
+    """A clock (``now``, seconds, read-only) and a min-heap of pending ``(time, key)`` events.
 
-    __slots__ = ("now", "heap", "pushed", "popped")
+    The clock moves only through the methods below, each of which keeps it from going backwards.
+    """
+
+    __slots__ = ("_now", "_heap")
 
     def __init__(self, now: float = 0.0):
-        self.now = float(now)
-        self.heap: list[tuple[float, int]] = []
-        self.pushed = 0
-        self.popped = 0
+        self._now = float(now)
+        self._heap: list[tuple[float, int]] = []
+
+    @property
+    def now(self) -> float:
+        return self._now
 
     def __len__(self) -> int:
-        return len(self.heap)
+        return len(self._heap)
 
     def advance(self, t: float) -> float:
         """Move the clock forward to ``t`` (no-op if ``t`` is in the past: the caller was already busy)."""
-        if t > self.now:
-            self.now = t
-        return self.now
+        if t > self._now:
+            self._now = t
+        return self._now
+
+    def move_to(self, t: float, what: str = "the clock") -> None:
+        """Set the clock to ``t``, which must not be in the past: a consumer's request time, the end
+        of a fetch it waited for. ``what`` names the mover in the ``CausalityError`` otherwise."""
+        if t < self._now:
+            raise CausalityError(f"{what} at t={t!r}, before now={self._now!r}")
+        self._now = t
 
     def push(self, t: float, key: int) -> None:
-        if t < self.now:
-            raise CausalityError(f"event {key} scheduled at t={t!r} before now={self.now!r}")
-        heappush(self.heap, (t, key))
-        self.pushed += 1
+        if t < self._now:
+            raise CausalityError(f"event {key} scheduled at t={t!r} before now={self._now!r}")
+        heappush(self._heap, (t, key))
 
     def pop(self) -> tuple[float, int]:
         """Take the earliest event; the clock moves to its time unless that is already past.
@@ -59,31 +70,11 @@ class EventQueue:
         An event earlier than ``now`` is one that happened while the main process was
         busy elsewhere (a result waiting in the queue): taking it costs no time.
         """
-        t, key = heappop(self.heap)
-        if t > self.now:
-            self.now = t
-        self.popped += 1
+        t, key = heappop(self._heap)
+        if t > self._now:
+            self._now = t
         return t, key
 
-    def peek(self) -> tuple[float, int]:
-        return self.heap[0]
-
-    def remove(self, key: int) -> float:
-        """Take a specific pending event out of order (used only by fidelity replay); returns its time."""
-        for i, (t, k) in enumerate(self.heap):
-            if k == key:
-                last = self.heap.pop()
-                if i < len(self.heap):
-                    self.heap[i] = last
-                    _reheap(self.heap)
-                if t > self.now:
-                    self.now = t
-                self.popped += 1
-                return t
-        raise KeyError(f"no pending event {key}")
-
-
-def _reheap(heap: list) -> None:
-    import heapq
-
-    heapq.heapify(heap)
+    def pending(self) -> list[tuple[float, int]]:
+        """The pending events, earliest first (a copy: the queue is not changed)."""
+        return sorted(self._heap)

@@ -29,10 +29,10 @@ near-zero-cost trace (``measure_overhead``), never fitted to the cases compared.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from heapq import heapify
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from dynbsz.errors import check_int
 from dynbsz.workload import SourceSpec, Trace, Workload
 
 from .config import LoaderModelConfig, StepTime, check_seconds
+from .engine import EventQueue
 from .loader_model import LoaderModel, simulate
 
 #: Millisecond-scale text/video mixture: cheap text, video ten times slower.
@@ -189,6 +190,56 @@ def run_real(trace: Trace, config: LoaderModelConfig, step_s: float = 0.0) -> Re
     return RealRun(batches, workers, np.asarray(times), np.asarray(asked))
 
 
+class _ReplayQueue(EventQueue):
+    """The event queue, plus taking one named pending event out of order (replay only)."""
+
+    __slots__ = ()
+
+    def remove(self, key: int) -> float | None:
+        """Take pending event ``key`` out of order and return its time (the clock moves to it
+        unless that is already past); None, changing nothing, if no such event is pending."""
+        heap = self._heap
+        for i, (t, k) in enumerate(heap):
+            if k == key:
+                last = heap.pop()
+                if i < len(heap):
+                    heap[i] = last
+                    heapify(heap)
+                if t > self._now:
+                    self._now = t
+                return t
+        return None
+
+
+class ReplayModel(LoaderModel):
+    """The loader model conditioned on a real loader's history.
+
+    ``next(t, prefer=b)`` with ``in_order=False`` hands out batch ``b`` (an epoch-relative send
+    index) if its result is in flight, instead of the earliest arrival: the real loader resolved
+    a near-tie the other way, and the replay follows it so that one near-tie does not derail the
+    rest. Map-style datasets only (one result per call). Everything else is ``LoaderModel``'s.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.q = _ReplayQueue(self.q.now)
+        self._prefer: int | None = None
+
+    def next(self, t: float, prefer: int | None = None) -> int | None:
+        self._prefer = prefer
+        try:
+            return super().next(t)
+        finally:
+            self._prefer = None
+
+    def _take_result(self) -> int:
+        if self._prefer is not None and not self.in_order:
+            k = self._prefer + self._base
+            if self.q.remove(k) is not None:
+                return k
+        return super()._take_result()
+
+
 def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: float = 0.0,
             tolerance_s: float = JITTER_TOLERANCE_S, case: FidelityCase | None = None) -> FidelityResult:
     step = StepTime(step_s)
@@ -204,7 +255,7 @@ def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: floa
 
     # Conditioned replay: follow the real hand-out order, and ask when the real consumer asked
     # (so dispatch times, which depend on hand-out times, do not drift apart); measure each override.
-    replay = LoaderModel(trace.cost_s, config, tokens=trace.tokens)
+    replay = ReplayModel(trace.cost_s, config, tokens=trace.tokens)
     replay.start_epoch(0.0)
     t = 0.0
     near_ties, max_gap, max_dev = 0, 0.0, 0.0
@@ -218,7 +269,7 @@ def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: floa
             if pref > first:
                 near_ties += 1
                 max_gap = max(max_gap, pref - first)
-        r = replay.next(max(replay.q.now, float(real.request_s[i])), prefer=b, tolerance_s=math.inf)
+        r = replay.next(max(replay.q.now, float(real.request_s[i])), prefer=b)
         if r is None:
             raise AssertionError(f"the replay ended before real hand-out {i}")
         h = replay.handout_time(r)

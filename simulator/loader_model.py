@@ -42,9 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynbsz.errors import ConfigError
-from dynbsz.workload import Trace
-
 from dynbsz.order import epoch_order
+from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
 from .engine import CausalityError, EventQueue
@@ -183,9 +182,7 @@ class LoaderModel:
                                "returns None first")
         q = self.q
         if t is not None:
-            if t < q.now:
-                raise CausalityError(f"start_epoch at t={t!r} before now={q.now!r}")
-            q.advance(t)
+            q.move_to(t, "start_epoch")
         self.epoch += 1
         self.in_epoch = True
         cfg, nw, now = self.cfg, self.nw, q.now
@@ -231,8 +228,8 @@ class LoaderModel:
             self._put()
 
     def _end_epoch(self) -> None:
-        if self.q.heap:
-            raise CausalityError(f"epoch {self.epoch} ended with {len(self.q.heap)} results still in flight")
+        if len(self.q):
+            raise CausalityError(f"epoch {self.epoch} ended with {len(self.q)} results still in flight")
         self.in_epoch = False
 
     # ---- dispatch: _try_put_index (§1.4) ----------------------------------------------------
@@ -299,23 +296,15 @@ class LoaderModel:
 
     # ---- hand-out: _next_data (§1.5) ---------------------------------------------------------
 
-    def next(self, t: float, prefer: int | None = None, tolerance_s: float = 0.0) -> int | None:
+    def next(self, t: float) -> int | None:
         """The consumer asks for a batch at time ``t``; returns the hand-out record index, or None at epoch end.
 
         At epoch end, ``self.q.now`` is when ``StopIteration`` was raised (the end can become
         known only after the last batch, when a worker's final StopIteration reply arrives).
-
-        ``prefer``/``tolerance_s`` exist for fidelity replay only: with ``in_order=False``,
-        hand out task ``prefer`` (an epoch-relative send index) instead of the earliest
-        arrival if it arrives at most ``tolerance_s`` later (a near-tie the real loader
-        may resolve either way). Map-style datasets only (one result per call).
         """
         if not self.in_epoch:
             raise RuntimeError("next() outside an epoch: call start_epoch() first")
-        q = self.q
-        if t < q.now:
-            raise CausalityError(f"the consumer asked at t={t!r}, before its previous batch at {q.now!r}")
-        q.now = t
+        self.q.move_to(t, "the consumer asked for a batch")
         if self.nw == 0:
             return self._next_sync(t)
         state, tw, kind, active = self._tstate, self._tw, self._tkind, self._active
@@ -343,10 +332,7 @@ class LoaderModel:
                 self._rcvd = rcvd
                 return self._process(k, t)
             # (c) block on the shared result queue: arrival order
-            if prefer is not None and not in_order:
-                k = self._take_preferred(prefer + self._base, tolerance_s)
-            else:
-                _, k = q.pop()
+            k = self._take_result()
             if kind[k] == STOP:
                 self._active[tw[k]] = False
                 self._n_active -= 1
@@ -369,16 +355,10 @@ class LoaderModel:
             self._rcvd = rcvd + 1
             return self._process(k, t)
 
-    def _take_preferred(self, k: int, tolerance_s: float) -> int:
-        q = self.q
-        t0, first = q.peek()
-        if k == first:
-            return q.pop()[1]
-        arrival = next((ta for ta, kk in q.heap if kk == k), None)
-        if arrival is None or arrival - t0 > tolerance_s:
-            return q.pop()[1]
-        q.remove(k)
-        return k
+    def _take_result(self) -> int:
+        """Which result the main process takes from the shared result queue (the task number): the
+        earliest arrival, waiting for it if need be. The one hook a replay overrides (``fidelity``)."""
+        return self.q.pop()[1]
 
     def _process(self, k: int, t_request: float) -> int:
         """``_process_data``: count the hand-out against its worker, refill, hand out."""
@@ -401,7 +381,7 @@ class LoaderModel:
         fin = t + self._bcost[b]
         self._record_task(-1, b, self._blo[b], self._bhi[b], self._btok[b], DATA, t, t, fin)
         self._tstate[k] = DONE
-        self.q.now = fin
+        self.q.move_to(fin)
         self._hk.append(k)
         self._hreq.append(t)
         self._ht.append(fin)
@@ -413,13 +393,10 @@ class LoaderModel:
     def in_flight(self) -> list[tuple[float, int]]:
         """Results not yet taken by the main process: (arrival time, epoch-relative task), earliest first."""
         base = self._base
-        return sorted((t, k - base) for t, k in self.q.heap)
+        return [(t, k - base) for t, k in self.q.pending()]
 
     def handout_time(self, r: int) -> float:
         return self._ht[r]
-
-    def batch_tokens(self, r: int) -> int:
-        return self._ttok[self._hk[r]]
 
     def batch_rows(self, r: int) -> np.ndarray:
         """Trace rows of hand-out ``r``."""
