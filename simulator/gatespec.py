@@ -14,12 +14,12 @@ when it takes a ``budget`` argument and as ``name()`` otherwise.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from dynbsz.errors import ConfigError
+from dynbsz.factory import load_object
 from dynbsz.gates import FixedGate, TokenAwareGate, context_aware
 
 BUILTIN_FORMS = ("fixed:N", "context_aware", "token_aware", "token_aware:MARGIN:POOL_CAP")
@@ -70,19 +70,13 @@ def parse_gate(text: str) -> GateSpec:
     if not rest or not head:
         raise ConfigError(f"gate {text!r} is not one of {', '.join(BUILTIN_FORMS)} and not of the form "
                           "MODULE:FACTORY (e.g. mypkg.gates:make_gate)")
-    return GateSpec(text, _user_factory(head, rest, text))
+    return GateSpec(text, _user_factory(text))
 
 
-def _user_factory(module_name: str, attr: str, text: str) -> Callable[[int], Any]:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"gate {text!r}: cannot import module {module_name!r} ({e}); is it on PYTHONPATH?") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"gate {text!r}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+def _user_factory(text: str) -> Callable[[int], Any]:
+    """``MODULE:NAME``: a gate object, or a factory called with ``budget=`` when it takes it."""
+    obj = load_object(text, setting="gate", example="mypkg.gates:make_gate")
+    attr = text.partition(":")[2]
     if callable(getattr(obj, "ready", None)) and callable(getattr(obj, "spec", None)):
         return lambda budget: obj
     if not callable(obj):
