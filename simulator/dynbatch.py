@@ -1,14 +1,14 @@
 """Main-process dynamic batching: the fetch loop, driving dynbsz's real packer and gate.
 
-The loop is VeOmni's ``DynamicBatchSizeDataLoader.batch_data_generator`` (main
-runtime), which dynbsz follows: fetch one item from the loader, ``put`` each of
-its samples, and if the gate says ready cut **one** micro-batch (never more per
-fetched item); the training step then runs on it before the next fetch is asked
-for. At the end of the stream the buffer is drained.
+The loop is dynbsz's own (``dynbsz.packing.pack``, VeOmni's main-runtime loop): fetch
+one item from the loader, ``put`` each of its samples, and if the gate says ready cut
+**one** micro-batch (never more per fetched item); the training step then runs on it
+before the next fetch is asked for. At the end of every epoch the buffer is drained, as
+the loader drains it.
 
 Nothing here decides *which* samples are packed or *when* a cut is allowed:
-those are ``GreedyPacker.put/ready/cut/drain`` and the gate's ``ready(view)``,
-called exactly as a training job calls them. The simulator only supplies the
+those are ``pack``, the packer and the gate's ``ready(view)``, called exactly as the
+loader calls them. The simulator only supplies the
 times: each fetched item arrives at the loader model's hand-out time, and the
 consumer is busy for ``step.of(tokens)`` after each optimizer step.
 """
@@ -16,12 +16,15 @@ consumer is busy for ``step.of(tokens)`` after each optimizer step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
 from dynbsz import GreedyPacker, PackerConfig
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.gates import Gate
+from dynbsz.packer import PackerFactory
+from dynbsz.packing import pack
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
@@ -58,63 +61,65 @@ class RankRun:
 
 
 def run_rank(trace: Trace, packer_config: PackerConfig, gate: Gate, loader: LoaderModelConfig,
-             step: StepTime = StepTime(), *, max_cuts: int | None = None, epochs: int = 1, drain: bool = True,
-             rank: int = 0) -> RankRun:
-    """Feed ``trace`` (this rank's samples in sampler order) through the modelled loader into a real packer.
+             step: StepTime = StepTime(), *, max_cuts: int | None = None, epochs: int = 1, rank: int = 0,
+             packer_factory: PackerFactory = GreedyPacker) -> RankRun:
+    """Feed ``trace`` (this rank's samples in trace order) through the modelled loader into a real packer.
 
-    Stops after ``max_cuts`` gated micro-batches if given (the rest of the stream is never
-    fetched, as in a job that stops), else runs ``epochs`` passes and drains the buffer.
-    Like VeOmni's main runtime, the buffer is *not* drained between passes.
+    Each epoch runs ``dynbsz.packing.pack`` exactly as the loader does: the modelled loader
+    hands out the fetched items lazily, at the times it would, and the buffer is drained at the
+    end of every epoch; a partial optimizer step at an epoch's end is closed there, as the
+    loader closes it. Stops after ``max_cuts`` gated micro-batches if given (the rest of the
+    stream is never fetched, as in a job that stops), else runs ``epochs`` epochs.
     """
     if max_cuts is not None:
         check_int("max_cuts", max_cuts, minimum=1)
     check_int("epochs", epochs, minimum=1)
-    packer = GreedyPacker(packer_config, gate)
+    packer = packer_factory(packer_config, gate)
     model = LoaderModel(trace.cost_s, loader, tokens=trace.tokens)
     ids = trace.ids.tolist()
     toks = trace.tokens.tolist()
     names = trace.source_names
     srcs = [names[s] for s in trace.source.tolist()]
     per_step = packer_config.micro_batches_per_step
-    put, ready, cut = packer.put, packer.ready, packer.cut
     cuts: list = []
     times: list[float] = []
     fetched_at: list[int] = []
     fetched = 0
-    step_tokens = 0
-    stopped = False
     t = 0.0
 
-    def record(mb, now: float) -> float:
-        nonlocal step_tokens
-        cuts.append(mb)
-        times.append(now)
-        fetched_at.append(fetched)
-        step_tokens += mb.total_tokens
-        if (mb.index + 1) % per_step == 0:       # the optimizer step runs once its micro-batches are in
-            now += step.of(step_tokens)
-            step_tokens = 0
-        return now
-
-    for _ in range(epochs):
+    def items() -> Iterator[list]:
+        # The clock lives here: an item is fetched when the packing loop asks for it, i.e. after
+        # the consumer has spent the step time of what was cut before.
+        nonlocal t, fetched
         model.start_epoch(t)
         while (r := model.next(t)) is not None:
             t = model.handout_time(r)
             rows = model.batch_rows(r).tolist()
-            for i in rows:
-                put(ids[i], toks[i], source=srcs[i])
             fetched += len(rows)
-            if ready():
-                t = record(cut(), t)
-                if max_cuts is not None and len(cuts) >= max_cuts:
-                    stopped = True
-                    break
-        if stopped:
-            break
+            yield [(ids[i], toks[i], None, srcs[i]) for i in rows]
         t = max(t, model.q.now)   # StopIteration is raised when the end is known, maybe after the last batch
-    if not stopped and drain:
-        for mb in packer.drain():
-            t = record(mb, t)
+
+    in_step = step_tokens = 0
+    for _ in range(epochs):
+        for mb in pack(packer, items()):
+            cuts.append(mb)
+            times.append(t)
+            fetched_at.append(fetched)
+            in_step += 1
+            step_tokens += mb.total_tokens
+            if in_step == per_step:   # the optimizer step runs once its micro-batches are in
+                t += step.of(step_tokens)
+                in_step = step_tokens = 0
+            if max_cuts is not None and not mb.drained and len(cuts) >= max_cuts:
+                break
+        else:
+            if in_step:   # a partial step at the epoch's end runs as it is, and closes the step
+                t += step.of(step_tokens)
+                in_step = step_tokens = 0
+                packer.start_new_step()
+            continue
+        break
+    stopped = max_cuts is not None and len(cuts) >= max_cuts and not cuts[-1].drained
     return RankRun(
         rank=rank, budget=packer_config.budget, cut_s=np.asarray(times, dtype=np.float64),
         tokens=np.asarray([mb.total_tokens for mb in cuts], dtype=np.int64),

@@ -235,3 +235,65 @@ def test_budget_below_smallest_sample_with_overlong_raise_is_refused():
 def test_study_config_errors(kwargs, setting):
     with pytest.raises(ConfigError, match=setting):
         StudyConfig(**kwargs)
+
+
+# ---- the simulator's dynamic batching is the loader's, epoch after epoch ------------------------
+
+LOADER_VS_SIM = [
+    # (num_workers, fetch_batch_size, persistent, micro_batches_per_step, warmup_steps, gate)
+    (0, 1, False, 1, 0, FixedGate(4)),
+    (2, 1, True, 1, 0, FixedGate(6)),
+    (2, 3, False, 2, 3, FixedGate(3)),
+    (1, 2, True, 3, 0, TokenAwareGate(margin=0.5, pool_cap=8)),
+]
+
+
+@pytest.mark.parametrize("workers,fetch,persistent,mbps,warmup,gate", LOADER_VS_SIM)
+def test_simulated_micro_batches_equal_the_real_loaders_over_epochs(workers, fetch, persistent, mbps, warmup, gate):
+    """The simulator runs the loader's packing loop: the same micro-batches, budgets and steps as
+    ``build_loader`` with packing on, epoch after epoch (the buffer drained at each epoch's end,
+    a partial step closing the step for the warm-up schedule)."""
+    from dynbsz.datasets import TraceMapDataset
+    from dynbsz.loader import build_loader
+    from dynbsz.loader_config import LoaderConfig
+
+    epochs = 3
+    n = 41   # prime: epochs end mid-step and mid-fetch-batch
+    trace = Workload((SourceSpec("text", 0.7, median_tokens=40, sigma=0.8, cost_base_s=0.0),
+                      SourceSpec("video", 0.3, median_tokens=150, sigma=0.4, cost_base_s=0.0))).sample(n, 5)
+    trace = Trace(np.arange(n, dtype=np.int64), trace.tokens, trace.cost_s, trace.source, trace.source_names)
+    packer_cfg = PackerConfig(budget=256, micro_batches_per_step=mbps, warmup_steps=warmup, warmup_init_tokens=64)
+    cfg = LoaderConfig(num_workers=workers, persistent_workers=persistent, fetch_batch_size=fetch, seed=7)
+
+    loader = build_loader(TraceMapDataset(trace), packer_cfg, gate, cfg)
+    real, real_steps = [], []
+    try:
+        for epoch in range(epochs):
+            for step in loader:
+                assert step.epoch == epoch
+                real_steps.append(tuple(mb.index for mb in step.micro_batches))
+                real += [(mb.ids, mb.budget, mb.step, mb.drained) for mb in step.micro_batches]
+    finally:
+        loader.close()
+
+    seen = []
+
+    class Recording(GreedyPacker):
+        """GreedyPacker that also records what it cuts, with the budget and step of each cut."""
+
+        def cut(self):
+            mb = super().cut()
+            seen.append((mb.ids, mb.budget, mb.step, mb.drained))
+            return mb
+
+        def drain(self):
+            for mb in super().drain():
+                seen.append((mb.ids, mb.budget, mb.step, mb.drained))
+                yield mb
+
+    sim = run_rank(trace, packer_cfg, gate, LoaderModelConfig.for_loader(cfg), epochs=epochs,
+                   packer_factory=Recording)
+    assert seen == real
+    assert list(sim.ids) == [r[0] for r in real]
+    assert sorted(i for ids in sim.ids for i in ids) == sorted(list(range(n)) * epochs)
+    assert len(real_steps) == len(set(real_steps))   # step boundaries: every cut index in exactly one step
