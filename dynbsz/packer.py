@@ -32,8 +32,6 @@ from .selection import NEVER_FITS, select
 from .warmup import budget_at_step
 
 STATE_FORMAT = "dynbsz.packer/1"
-# Length of a taken slot: one that nothing fits (see dynbsz.selection.NEVER_FITS).
-DEAD = NEVER_FITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +125,7 @@ class GreedyPacker:
     # Slots [lo, hi) of fixed-capacity numpy arrays hold the lengths in arrival order (ids sit
     # in a plain list beside them: the selection never reads them, and gathering a few from a
     # list is cheaper than fancy-indexing an object array). A taken sample is not removed; its
-    # slot is marked DEAD (a length nothing fits, which the selection skips for free) and its
+    # slot is marked NEVER_FITS (a length nothing fits, which the selection skips for free) and its
     # index goes into _dead, so the head can step over it without scanning the arrays. The
     # arrays are compacted only when they fill up, so a cut costs O(k) element writes, not an
     # O(B) shuffle. Samples that arrived since the last cut wait in plain lists (cheap appends)
@@ -171,7 +169,7 @@ class GreedyPacker:
     def _live_slots(self) -> tuple[list, np.ndarray, np.ndarray]:
         """Ids, token and physical lengths of the slots in [lo, hi) not taken yet, in arrival order."""
         lo, hi = self._lo, self._hi
-        live = self._tok[lo:hi] != DEAD
+        live = self._tok[lo:hi] != NEVER_FITS
         return list(compress(self._ids[lo:hi], live.tolist())), self._tok[lo:hi][live], self._phy[lo:hi][live]
 
     def _compact(self, extra: int) -> None:
@@ -271,7 +269,7 @@ class GreedyPacker:
             sel_a = np.array(sel)
             tok_l = self._tok[sel_a].tolist()
             phy_l = self._phy[sel_a].tolist() if self._phy_differs else tok_l
-            self._tok[sel_a] = DEAD
+            self._tok[sel_a] = NEVER_FITS
             j = 1
             while taken[j] == j:  # taken is ascending and not contiguous, so this stops before k
                 j += 1
