@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 
 from dynbsz.errors import ConfigError, DynbszError
+from dynbsz.tables import budget_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
@@ -57,12 +58,6 @@ def parse_list(kind):
     return parse
 
 
-def budget_label(b: int) -> str:
-    if b % (K * K) == 0:
-        return f"{b // (K * K)}M"
-    return f"{b // K}K" if b % K == 0 else str(b)
-
-
 def _emit_json(obj, indent: int | None = 1) -> None:
     json.dump(obj, sys.stdout, indent=indent, allow_nan=False, default=_json_default)
     sys.stdout.write("\n")
@@ -85,25 +80,6 @@ def _clean(x):
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     return x
-
-
-def table(headers: list[str], rows: list[list], align: str | None = None) -> str:
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    align = align or "l" + "r" * (len(headers) - 1)
-
-    def fmt(r):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align))
-
-    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in cells])
-
-
-def pct(x, digits=2) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
-
-
-def secs(x) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.2f}"
 
 
 def _progress(args, label: str) -> ProgressBar:
@@ -400,7 +376,7 @@ def cmd_fidelity(args) -> int:
         _emit_json(_clean({"summary": summary, "cases": [r.to_json() for r in results]}))
     else:
         rows = [[r.case.label, "yes" if r.order_exact else "no", r.near_ties, f"{r.max_gap_s * 1e3:.1f}",
-                 secs(r.real_makespan_s), secs(r.model_makespan_s), f"{100 * r.makespan_error:.1f}%",
+                 secs(r.real_makespan_s), secs(r.model_makespan_s), pct(r.makespan_error, 1),
                  "yes" if r.ok else "NO"] for r in results]
         print(table(["case", "order exact", "near ties", "max gap ms", "real s", "model s", "makespan err", "ok"],
                     rows, "lrrrrrrl"))

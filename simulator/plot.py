@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from dynbsz.errors import ConfigError
+from dynbsz.tables import budget_label
 
 
 def _pyplot():
@@ -50,7 +51,7 @@ def cold_start(rows, path) -> Path:
                          label=g)
             top.plot(dp, [p[1] for p in pts], **style)
             bottom.plot(dp, [100 * p[2] if not math.isnan(p[2]) else math.nan for p in pts], **style)
-        top.set_title(f"budget {_k(b)}")
+        top.set_title(f"budget {budget_label(b)}")
         top.set_yscale("log")
         top.set_xscale("log", base=2)
         bottom.set_xticks(dps, [str(d) for d in dps])
@@ -86,7 +87,3 @@ def skew(results, names, window: int, path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def _k(budget: int) -> str:
-    return f"{budget // (1 << 20)}M" if budget % (1 << 20) == 0 else f"{budget // 1024}K"

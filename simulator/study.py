@@ -22,6 +22,7 @@ import numpy as np
 from dynbsz import PackerConfig
 from dynbsz.config import OVERLONG_POLICIES
 from dynbsz.errors import ConfigError, check_choice, check_int
+from dynbsz.tables import budget_label
 from dynbsz.workload import Trace, Workload
 
 from . import metrics
@@ -192,7 +193,7 @@ class Study:
         rows = []
         for i, (b, s, d) in enumerate(pts):
             if progress:
-                progress(i, len(pts), f"{b // K}K {s.label} dp{d}")
+                progress(i, len(pts), f"{budget_label(b)} {s.label} dp{d}")
             rows.append(self.point(b, s, d))
         if progress:
             progress(len(pts), len(pts), "done")

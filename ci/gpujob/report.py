@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dynbsz.tables import pct
 from simulator.metrics import stall_fraction
 
 from .train import History
@@ -106,7 +107,7 @@ Appended by `ci/gpu_job.py` after every run on a GPU (never on the CPU). What th
 
 
 def _pct(x) -> str:
-    return "n/a" if x is None or not finite(x) else f"{100 * x:.1f}%"
+    return pct(x, 1) if finite(x) else "n/a"
 
 
 def _num(x, fmt: str) -> str:
