@@ -148,6 +148,28 @@ def test_every_module_imports_on_its_own():
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
 
 
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``from x import _name`` of a project module: a private name used outside its module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__" and (
+                node.level or (node.module or "").split(".")[0] in PACKAGES):
+            found += [f"{path.relative_to(root)}:{node.lineno} imports {a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_private_imports_are_found(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from dynbsz.packer import (GreedyPacker,\n    _check_id)\nfrom os import _exit\n"
+                     "def f():\n    from .x import _y\n")
+    assert private_imports(probe, tmp_path) == ["probe.py:1 imports _check_id", "probe.py:5 imports _y"]
+
+
+def test_no_private_names_imported_across_modules():
+    assert [p for path in modules().values() for p in private_imports(path)] == []
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_the_graph_sees_every_package(package):
     assert any(m == package or m.startswith(package + ".") for m in graph())
