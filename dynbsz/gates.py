@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from .errors import ConfigError, check_choice, check_int
-from .loader_config import RUNTIMES
+from .loader_config import MODALITIES, RUNTIMES, TOKEN_COUNTS
 
 
 @runtime_checkable
@@ -117,8 +117,6 @@ class TokenAwareGate:
 
 #: (token budget) -> minimum candidates, measured in the seed PR at micro-batch size 1.
 CONTEXT_AWARE_TABLE: dict[int, int] = {512 * 1024: 24, 1024 * 1024: 24}
-TOKEN_COUNTS = ("total", "effective")
-MODALITIES = ("text", "multimodal", "diffusion")
 
 
 def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "main", count: str = "total",
@@ -157,12 +155,17 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
 GATE_NAMES = ("fixed", "context_aware", "token_aware")
 
 
-def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, **options: Any) -> Gate:
+def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Mapping[str, Any] | None = None,
+                 **options: Any) -> Gate:
     """Turn a gate name (or spec dict, or gate object) into a gate. The one place policies are resolved.
 
-    A gate object is returned unchanged, so resolving an already-resolved gate is
-    a no-op: callers further down never resolve again.
+    A gate object is returned unchanged, so resolving an already-resolved gate is a no-op:
+    callers further down never resolve again. ``context`` is where the gate will run, as
+    ``context_aware()``'s keyword arguments (``runtime``, ``count``, ``modality``,
+    ``micro_batch_size``, ``dyn_bsz``); given, a ``context_aware`` gate, named or already built,
+    is checked against it and fails closed (``ConfigError``) outside what it was measured for.
     """
+    context = dict(context or {})
     if isinstance(gate, dict):
         options = {**{k: v for k, v in gate.items() if k not in ("kind", "policy")}, **options}
         kind = gate.get("policy") if gate.get("policy") == "context_aware" else gate.get("kind")
@@ -171,6 +174,10 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, **options: A
         if not isinstance(gate, Gate):
             raise ConfigError(f"gate must be one of {GATE_NAMES} or an object with ready(view) and spec() methods, "
                               f"got {type(gate).__name__}")
+        if context and gate.spec().get("policy") == "context_aware":
+            if budget is None:
+                raise ConfigError("a context_aware gate needs the token budget (budget=...) to be checked")
+            context_aware(budget, **context)   # raises where the policy was not measured
         return gate
     check_choice("gate", gate, GATE_NAMES)
     if gate == "fixed":
@@ -181,7 +188,7 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, **options: A
         raise ConfigError("gate='context_aware' needs the token budget (budget=...) to resolve")
     opts = _only(options, ("micro_batch_size", "runtime", "count", "modality", "dyn_bsz", "buffer_size"), gate)
     opts.pop("buffer_size", None)  # a checkpointed spec carries the resolved size; the table decides it
-    return context_aware(budget, **opts)
+    return context_aware(budget, **{**context, **opts})
 
 
 def _only(options: dict, allowed, gate: str) -> dict:

@@ -163,7 +163,12 @@ class EpochLoader(ABC):
         self.packer_config = packer_config
         self.gate: Gate | None = None
         if packer_config is not None:
-            self.gate = resolve_gate("fixed" if gate is None else gate, budget=packer_config.budget)
+            self.gate = resolve_gate("fixed" if gate is None else gate, budget=packer_config.budget,
+                                     context=self.config.gate_context())
+        elif gate is not None:
+            raise ConfigError(f"gate={gate!r} was given with packer_config=None: with dynamic batching off there is "
+                              "no packer for a gate to open; pass packer_config=PackerConfig(budget=...) to pack, "
+                              "or leave gate=None for a plain loader")
         self.collate_fn = collate_fn
         self.tokens_fn = tokens_fn
         self.source_fn = source_fn

@@ -9,6 +9,9 @@ from typing import Any
 from .errors import ConfigError, check_choice, check_int
 
 RUNTIMES = ("main", "worker")
+#: How tokens are counted against the budget: all of them, or only those that carry loss.
+TOKEN_COUNTS = ("total", "effective")
+MODALITIES = ("text", "multimodal", "diffusion")
 START_METHODS = (None, "fork", "spawn", "forkserver")
 
 
@@ -40,6 +43,11 @@ class LoaderConfig:
     fetch_batch_size  samples per worker task in the main runtime
     max_steps         stop after this many steps in total (all epochs), None: no limit
     timeout_s         per-batch timeout for worker results (0: wait forever)
+    token_count, modality, micro_batch_size
+                      what is being trained: tokens counted 'total' or 'effective' (loss-bearing),
+                      'text', 'multimodal' or 'diffusion' data, and VeOmni's micro_batch_size (its
+                      budget is micro_batch_size x max_seq_len). A gate measured only for some of
+                      them (the seed's context_aware) is checked against them and fails closed.
     """
 
     num_workers: int = 0
@@ -56,6 +64,9 @@ class LoaderConfig:
     start_method: str | None = None
     max_steps: int | None = None
     timeout_s: float = 0.0
+    token_count: str = "total"
+    modality: str = "text"
+    micro_batch_size: int = 1
 
     def __post_init__(self) -> None:
         check_int("num_workers", self.num_workers, minimum=0)
@@ -77,6 +88,14 @@ class LoaderConfig:
             check_int("max_steps", self.max_steps, minimum=1)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s < 0:
             raise ConfigError(f"timeout_s must be a number of seconds >= 0, got {self.timeout_s!r}")
+        check_choice("token_count", self.token_count, TOKEN_COUNTS)
+        check_choice("modality", self.modality, MODALITIES)
+        check_int("micro_batch_size", self.micro_batch_size, minimum=1)
+
+    def gate_context(self) -> dict[str, Any]:
+        """Where a gate runs, in ``dynbsz.gates.context_aware``'s terms (dynamic batching on)."""
+        return {"runtime": self.runtime, "count": self.token_count, "modality": self.modality,
+                "micro_batch_size": self.micro_batch_size, "dyn_bsz": True}
 
     def resolved(self) -> "LoaderConfig":
         """The settings the loader really runs with. The one place knobs are adjusted and warned about."""
