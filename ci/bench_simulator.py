@@ -1,6 +1,6 @@
 """Simulator speed, as figures (never as timed asserts in unit tests).
 
-    python ci/bench_simulator.py [--repeat 3] [--full] [--samples 1000000]
+    python -m ci.bench_simulator [--repeat 3] [--full] [--samples 1000000]
 
 Prints one JSON report:
 
@@ -27,14 +27,12 @@ import platform
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from dynbsz import FixedGate, PackerConfig  # noqa: E402
-from simulator.config import LoaderModelConfig  # noqa: E402
-from simulator.dynbatch import run_rank  # noqa: E402
-from simulator.loader_model import simulate  # noqa: E402
-from simulator.study import SEED_READY_S, Study, StudyConfig  # noqa: E402
-from simulator.workloads import TEXT_VIDEO  # noqa: E402
+from dynbsz import FixedGate, PackerConfig
+from simulator.config import LoaderModelConfig
+from simulator.dynbatch import run_rank
+from simulator.loader_model import simulate
+from simulator.study import SEED_READY_S, Study, StudyConfig
+from simulator.workloads import TEXT_VIDEO
 
 K = 1024
 SEED_MEASURED_RUN_S = SEED_READY_S[(1024 * K, "fixed:200")]
@@ -50,7 +48,7 @@ def best(fn, repeat: int):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m ci.bench_simulator", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--samples", type=int, default=1_000_000)
     ap.add_argument("--full", action="store_true", help="also time the whole default cold-start table")

@@ -1,6 +1,6 @@
 """The GPU end-to-end job: dynbsz's loader, both runtimes, feeding a small packed causal LM.
 
-    python ci/gpu_job.py [--device auto|cpu|cuda|cuda:N] [--config auto|small|large]
+    python -m ci.gpu_job [--device auto|cpu|cuda|cuda:N] [--config auto|small|large]
                          [--runtimes main,worker] [--steps N] [--resume-at N] [--out report.json]
                          [--results-md docs/gpu-results.md] [--no-resume] [--work-dir DIR]
 
@@ -8,12 +8,14 @@ For each runtime it: probes worker start-up on a zero-cost copy of the trace; tr
 steps (run A) and reports tokens/s, data-stall fraction, first-micro-batch time and fill;
 predicts stall and cold start with the simulator for the same trace and config; then trains
 ``resume_at`` steps and checkpoints (run B), continues in a fresh process (run C,
-``python ci/gpu_job.py continue --checkpoint DIR``) and requires C's losses and sample ids
+``python -m ci.gpu_job continue --checkpoint DIR``) and requires C's losses and sample ids
 to equal A's exactly. Exit status: 0 all resume checks exact, 1 a mismatch, 2 bad arguments.
 
 ``--device auto`` and ``--config auto`` pick the GPU and the large configuration when CUDA is
 available, else the CPU and the small one (what CI runs). A run on a GPU appends its figures
 to ``docs/gpu-results.md`` (date, device name, command); a CPU run writes only ``--out``.
+
+Run it from the repository root (``python -m``), or through ``ci/gpu_job.sh``, which does.
 """
 
 from __future__ import annotations
@@ -32,22 +34,18 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):  # dynbsz/simulator (if not installed) and the gpujob package
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
 import torch  # noqa: E402
 
+from ci.gpujob.config import PRESETS, SDPA_CHOICES  # noqa: E402
+from ci.gpujob.device import device_name, select_device, setup_determinism  # noqa: E402
+from ci.gpujob.plan import check_fits_one_epoch, predict  # noqa: E402
+from ci.gpujob.report import append_results, compare_resume, figures, finite, relative_error  # noqa: E402
+from ci.gpujob.train import RESTORABLE, History, probe, read_job, run  # noqa: E402
 from dynbsz.errors import ConfigError  # noqa: E402
 from dynbsz.loader_config import RUNTIMES  # noqa: E402
-from gpujob.config import PRESETS, SDPA_CHOICES  # noqa: E402
-from gpujob.device import device_name, select_device, setup_determinism  # noqa: E402
-from gpujob.plan import check_fits_one_epoch  # noqa: E402
-from gpujob.predict import measure_task_overhead, predict, relative_error  # noqa: E402
-from gpujob.report import append_results, compare_resume, figures, finite  # noqa: E402
-from gpujob.train import RESTORABLE, History, probe, read_job, run  # noqa: E402
+from simulator.predict import measure_task_overhead  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_RESULTS_MD = ROOT / "docs" / "gpu-results.md"
 
@@ -58,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="gpu_job.py", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="python -m ci.gpu_job", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
     ap.add_argument("--config", default="auto", choices=["auto", *PRESETS],
                     help="auto: large on a GPU, small on the CPU")
@@ -79,8 +77,8 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _continue_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="gpu_job.py continue", description="Run C of the resume check: load a checkpoint written by "
-                 "run B in this fresh process and train to the config's step count.")
+    ap = _Parser(prog="python -m ci.gpu_job continue", description="Run C of the resume check: load a checkpoint "
+                 "written by run B in this fresh process and train to the config's step count.")
     ap.add_argument("--checkpoint", required=True, help="directory written by run B")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", required=True, help="write the run's history (JSON) here")
@@ -105,11 +103,12 @@ def cmd_continue(argv: list[str]) -> int:
 
 def _resumed_in_fresh_process(ckpt: Path, device: torch.device, skip: str | None, timeout_s: float) -> History:
     out = ckpt / "continued.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "continue", "--checkpoint", str(ckpt),
-           "--device", str(device), "--out", str(out)]
+    # ``-m`` from the repository root, whatever this process's working directory
+    cmd = [sys.executable, "-m", "ci.gpu_job", "continue", "--checkpoint", str(ckpt.resolve()),
+           "--device", str(device), "--out", str(out.resolve())]
     if skip:
         cmd += ["--skip-restore", skip]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"the resumed process failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return History.from_json(json.loads(out.read_text()))
@@ -163,7 +162,7 @@ def cmd_run(argv: list[str]) -> int:
         "job": "ci/gpu_job.py",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # ci/gpu_job.sh passes the command it was given; run directly, this is the equivalent
-        "command": os.environ.get("DYNBSZ_GPU_JOB_COMMAND") or shlex.join(["python", "ci/gpu_job.py", *argv]),
+        "command": os.environ.get("DYNBSZ_GPU_JOB_COMMAND") or shlex.join(["python", "-m", "ci.gpu_job", *argv]),
         "device": str(device),
         "device_name": device_name(device),
         "torch": torch.__version__,
@@ -214,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_continue(argv[1:])
         return cmd_run(argv)
     except ConfigError as e:
-        print(f"gpu_job.py: error: {e}", file=sys.stderr)
+        print(f"python -m ci.gpu_job: error: {e}", file=sys.stderr)
         return 2
 
 

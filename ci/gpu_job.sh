@@ -7,7 +7,7 @@
 #   bash ci/gpu_job.sh --device cpu --out report.json
 #   PYTHON=/path/to/python bash ci/gpu_job.sh --config small --steps 60
 #
-# Arguments go to ci/gpu_job.py (--help). Exit status: 0 resume exact, 1 mismatch, 2 bad arguments.
+# Arguments go to ci/gpu_job.py, run as `python -m ci.gpu_job` from the repository root (--help). Exit status: 0 resume exact, 1 mismatch, 2 bad arguments.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # cuBLAS reads this when it creates its handle: deterministic GEMMs need a fixed workspace.
@@ -17,4 +17,4 @@ DYNBSZ_GPU_JOB_COMMAND="bash ci/gpu_job.sh"
 for arg in "$@"; do DYNBSZ_GPU_JOB_COMMAND+=" $(printf '%q' "$arg")"; done
 export DYNBSZ_GPU_JOB_COMMAND
 cd "$here"
-exec "${PYTHON:-python}" ci/gpu_job.py "$@"
+exec "${PYTHON:-python}" -m ci.gpu_job "$@"

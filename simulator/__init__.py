@@ -12,7 +12,8 @@ The model only supplies *time*: packing and readiness decisions are made by
     gatespec      gate specifications: fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY
     study         the cold-start study and gate sweeps, calibrated on the seed PR
     skew          in_order=True vs False on uneven costs
-    fidelity      the real StatefulDataLoader against the model
+    fidelity      the real StatefulDataLoader against the model (and the model replayed on its history)
+    predict       a training job's data stall and cold start (the GPU job's prediction)
     plot          optional PNG plots (matplotlib)
     progress      a dependency-free progress bar
     cli           ``python -m simulator run | cold-start | sweep | skew | fidelity``

@@ -19,22 +19,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from ci.gpujob.collate import IGNORE_INDEX, INPUT, LABEL, POSITION, PackedCollate, unpack
+from ci.gpujob.config import SMALL, JobConfig
+from ci.gpujob.model import build_model, packed_loss_sum
+from ci.gpujob.plan import plan_main, plan_streams, predict
+from ci.gpujob.report import RESULTS_HEADER, append_results, compare_resume, results_markdown
+from ci.gpujob.train import History
+from dynbsz import ConfigError
+from dynbsz.datasets import make_sample
+from dynbsz.packer import MicroBatch
+from dynbsz.workload import text_workload
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "ci"))
-
-from dynbsz import ConfigError  # noqa: E402
-from dynbsz.datasets import make_sample  # noqa: E402
-from dynbsz.packer import MicroBatch  # noqa: E402
-from dynbsz.workload import text_workload  # noqa: E402
-from gpujob.collate import IGNORE_INDEX, INPUT, LABEL, POSITION, PackedCollate, unpack  # noqa: E402
-from gpujob.config import SMALL, JobConfig  # noqa: E402
-from gpujob.model import build_model, packed_loss_sum  # noqa: E402
-from gpujob.plan import plan_main, plan_streams  # noqa: E402
-from gpujob.predict import predict  # noqa: E402
-from gpujob.report import RESULTS_HEADER, append_results, compare_resume, results_markdown  # noqa: E402
-from gpujob.train import History  # noqa: E402
-
-JOB = [sys.executable, str(ROOT / "ci" / "gpu_job.py")]
+JOB = [sys.executable, "-m", "ci.gpu_job"]
 
 
 def run_job(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -54,7 +51,7 @@ def test_small_job_end_to_end_on_cpu(tmp_path):
     report = json.loads(out.read_text())
     assert report["ok"] is True
     assert report["device"] == "cpu" and report["deterministic"] is True
-    assert report["command"].startswith("python ci/gpu_job.py --device cpu")
+    assert report["command"].startswith("python -m ci.gpu_job --device cpu")
     assert set(report["runtimes"]) == {"main", "worker"}
     for runtime, r in report["runtimes"].items():
         m, p, res = r["measured"], r["simulator"], r["resume"]

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dynbsz.errors import ConfigError, check_choice, check_fields, check_int
+from dynbsz.workload import SourceSpec, Trace, Workload
 
 SDPA_CHOICES = ("auto", "math", "flash", "efficient")
-from dynbsz.workload import SourceSpec, Trace, Workload
 
 
 @dataclass(frozen=True)

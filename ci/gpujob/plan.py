@@ -10,7 +10,8 @@ and every cut is ``GreedyPacker.put/ready/cut/drain``, called as the loader call
   worker had to read to cut it (drained items cost nothing more).
 
 The job uses the plans to refuse a run longer than one epoch (the simulator comparison covers
-epoch 0), and ``predict`` turns the worker plan into the iterable dataset the simulator models.
+epoch 0), and ``predict`` hands them to the simulator's prediction (``simulator.predict``): the
+rank's epoch order for runtime='main', the per-stream plan as data for runtime='worker'.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import numpy as np
 from dynbsz import GreedyPacker, PackerConfig
 from dynbsz.errors import ConfigError
 from dynbsz.order import rank_order
+from dynbsz.packing import pack
+from simulator.predict import Prediction, predict_main_runtime, predict_worker_runtime
 
 from .config import JobConfig
 
@@ -39,16 +42,18 @@ def epoch_order(cfg: JobConfig, epoch: int = 0) -> np.ndarray:
 
 
 def _pack(trace, indices: list[int], packer: GreedyPacker) -> list[PlannedItem]:
-    """The loader's put/ready/cut loop over ``indices``, with the decode time spent per micro-batch."""
-    items, spent = [], 0.0
-    for index in indices:
-        packer.put(int(trace.ids[index]), int(trace.tokens[index]))
-        spent += float(trace.cost_s[index])
-        if packer.ready():
-            mb = packer.cut()
-            items.append(PlannedItem(tuple(mb.ids), mb.total_tokens, spent))
-            spent = 0.0
-    for mb in packer.drain():
+    """The loader's packing loop (``dynbsz.packing.pack``) over ``indices``, one sample per fetch,
+    with the decode time spent per micro-batch: the fetches since the previous one."""
+    spent = 0.0
+
+    def fetches():
+        nonlocal spent
+        for index in indices:
+            spent += float(trace.cost_s[index])     # pack() asks for a fetch only when it needs one
+            yield [(int(trace.ids[index]), int(trace.tokens[index]))]
+
+    items = []
+    for mb in pack(packer, fetches()):
         items.append(PlannedItem(tuple(mb.ids), mb.total_tokens, spent))
         spent = 0.0
     return items
@@ -79,3 +84,15 @@ def check_fits_one_epoch(cfg: JobConfig, runtimes: tuple[str, ...]) -> None:
         if n < cfg.steps:
             raise ConfigError(f"config {cfg.name!r}: epoch 0 holds {n} micro-batches with runtime={runtime!r}, fewer "
                               f"than steps={cfg.steps}; lower --steps or raise n_samples (now {cfg.n_samples})")
+
+
+def predict(cfg: JobConfig, runtime: str, steps: int, step_s: float, startup_s: float, overhead_s: float,
+            floor_s: float = 0.0, zero_cost_first_step_s: float | None = None) -> Prediction:
+    """The simulator's prediction of the first ``steps`` steps of ``runtime`` for this job."""
+    timing = dict(prefetch_factor=cfg.prefetch_factor, steps=steps, step_s=step_s, startup_s=startup_s,
+                  overhead_s=overhead_s, floor_s=floor_s, zero_cost_first_step_s=zero_cost_first_step_s)
+    if runtime == "main":
+        return predict_main_runtime(cfg.trace().subset(epoch_order(cfg)), PackerConfig(budget=cfg.budget),
+                                    cfg.make_gate, num_workers=cfg.num_workers, **timing)
+    streams = [[(it.ids, it.tokens, it.cost_s) for it in s] for s in plan_streams(cfg)]
+    return predict_worker_runtime(streams, **timing)

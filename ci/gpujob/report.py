@@ -1,4 +1,4 @@
-"""Figures from a run's history, the resume comparison, and the GPU results page.
+"""Figures from a run's history, the prediction's errors, the resume comparison, and the GPU results page.
 
 The figures use ``simulator.metrics`` (pure functions of arrays), the same functions that
 score the simulator's prediction, so measured and predicted stall mean the same thing.
@@ -95,6 +95,13 @@ def compare_resume(reference: History, before: History, after: History, resume_a
 
 def finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def relative_error(predicted: float, measured: float) -> float | None:
+    """(predicted - measured) / measured; None where the measured value is zero (undefined)."""
+    if not measured:
+        return None
+    return (predicted - measured) / measured
 
 
 # ---- docs/gpu-results.md ---------------------------------------------------------------------
