@@ -237,9 +237,9 @@ def _run_study(args, gates, title: str) -> int:
 
     config = _study_config(args, gates)
     if args.plot:
-        from .plot import _check_path
+        from .plot import check_path
 
-        _check_path(args.plot)
+        check_path(args.plot)
     study = Study(config)
     with _progress(args, title) as bar:
         rows = study.run(progress=bar)
@@ -324,9 +324,9 @@ def cmd_skew(args) -> int:
         trace = get_workload(args.workload).sample(args.samples, args.seed)
     loader = _loader_from(args)
     if args.plot:
-        from .plot import _check_path
+        from .plot import check_path
 
-        _check_path(args.plot)
+        check_path(args.plot)
     results = skew.compare_orders(trace, loader, _step_from(args), args.window)
     names = trace.source_names
     if args.plot:

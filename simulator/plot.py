@@ -21,7 +21,7 @@ def _pyplot():
     return plt
 
 
-def _check_path(path) -> Path:
+def check_path(path) -> Path:
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise ConfigError(f"--plot writes a PNG file; give a path ending in .png, got {str(path)!r}")
@@ -30,7 +30,7 @@ def _check_path(path) -> Path:
 
 def cold_start(rows, path) -> Path:
     """Per budget: ready time p50 (log scale) and steady-state fill against DP size, one line per gate."""
-    path = _check_path(path)
+    path = check_path(path)
     plt = _pyplot()
     budgets = list(dict.fromkeys(r.budget for r in rows))
     gates = list(dict.fromkeys(r.gate for r in rows))
@@ -70,7 +70,7 @@ def cold_start(rows, path) -> Path:
 
 def skew(results, names, window: int, path) -> Path:
     """Per-source share over windows of steps, in_order=True against False, plus the overall mix."""
-    path = _check_path(path)
+    path = check_path(path)
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False, sharey=True)
     for ax, res in zip(axes[0], results):
