@@ -12,13 +12,15 @@ frozen, fingerprinted config; ``python -m dynbsz profile`` writes it from a real
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .errors import ConfigError
+from .factory import one_line
 from .workload import Trace
 
 FORMAT = "dynbsz.cost_model/1"
@@ -120,3 +122,25 @@ def _fit(tokens: np.ndarray, cost_s: np.ndarray) -> SourceCost:
     if base < 0:   # through the origin: the best non-negative slope alone
         return SourceCost(0.0, float(max((x @ y) / (x @ x), 0.0)))
     return SourceCost(float(base), float(slope))
+
+
+def estimate_costs(num_samples: int, meta_fn: Callable[[int], Mapping[str, Any]],
+                   estimate: Callable[[Mapping[str, Any]], float]) -> np.ndarray:
+    """``estimate(meta_fn(i))`` for every dataset index, checked: a failure names the index."""
+    out = np.empty(num_samples, dtype=np.float64)
+    for i in range(num_samples):
+        try:
+            c = estimate(meta_fn(i))
+        except Exception as e:  # noqa: BLE001 - user code: name the index and the cause in one line
+            raise ConfigError(f"estimating the decode cost of sample {i} failed: {one_line(e)}") from e
+        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating, np.integer)) or not math.isfinite(c) \
+                or c < 0:
+            raise ConfigError(f"the estimated decode cost of sample {i} must be a finite number of seconds >= 0, "
+                              f"got {c!r}")
+        out[i] = c
+    return out
+
+
+def costs_digest(costs: np.ndarray) -> str:
+    """A short fingerprint of a cost vector: a checkpoint made on other estimates orders epochs differently."""
+    return hashlib.sha256(np.ascontiguousarray(costs, dtype=np.float64).tobytes()).hexdigest()[:16]

@@ -25,15 +25,18 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Iterator
 
+import numpy as np
 from torch.utils.data import Dataset, Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
 from .errors import SampleFetchError
 from .gates import Gate
-from .loader_base import EpochLoader, Step, default_source, default_tokens, inner_loader, state_format
+from .costs import costs_digest, estimate_costs
+from .loader_base import (EpochLoader, Step, check_cost_source, dataset_identity, default_source, default_tokens,
+                          inner_loader)
 from .loader_config import LoaderConfig
-from .order import DeliveryLedger, rank_order
+from .order import DeliveryLedger, loader_order
 from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
 from .packing import pack
 from .worker_runtime import WorkerRuntimeLoader
@@ -103,9 +106,13 @@ class DynamicBatchLoader(EpochLoader):
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(), *, collate_fn: Callable | None = None,
                  tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source,
-                 packer_factory: PackerFactory = GreedyPacker):
+                 packer_factory: PackerFactory = GreedyPacker, meta_fn: Callable[[int], dict] | None = None,
+                 cost_fn: Callable[[dict], float] | None = None):
         super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
                          source_fn=source_fn)
+        self._estimate = check_cost_source(self.config, meta_fn, cost_fn)
+        self.meta_fn = meta_fn
+        self._cost_estimates: np.ndarray | None = None
         self.packer: Packer | None = None
         if packer_config is not None:
             self.packer = packer_factory(packer_config, self.gate)
@@ -118,10 +125,16 @@ class DynamicBatchLoader(EpochLoader):
 
     def _rank_order(self):
         if self._order_cache is None or self._order_cache[0] != self.epoch:
-            c = self.config
-            self._order_cache = (self.epoch, rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size,
-                                                        c.shuffle))
+            costs = self.cost_estimates() if self.config.order == "balanced" else None
+            self._order_cache = (self.epoch, loader_order(self.num_samples, self.config, self.epoch, costs))
         return self._order_cache[1]
+
+    def cost_estimates(self) -> np.ndarray:
+        """Estimated decode seconds of every dataset index (order='balanced'): ``cost_fn`` or the cost
+        model applied to ``meta_fn(index)``, computed once, in the main process, before any epoch."""
+        if self._cost_estimates is None:
+            self._cost_estimates = estimate_costs(self.num_samples, self.meta_fn, self._estimate)
+        return self._cost_estimates
 
     def _done(self) -> bool:
         """Everything of the current epoch was delivered, even if the generator has not noticed yet."""
@@ -161,6 +174,7 @@ class DynamicBatchLoader(EpochLoader):
         if self._at_max_steps():
             return
         self._pending_refetch = set(self._refetch)
+        self._rank_order()   # a failing cost estimate raises here, not inside torch's iterator set-up
         it = iter(self._inner())
         self._started = True
         if self.packer is None:
@@ -221,9 +235,14 @@ class DynamicBatchLoader(EpochLoader):
 
     def _fingerprint(self) -> dict[str, Any]:
         c = self.config
-        return {"runtime": c.runtime, "num_samples": self.num_samples, "seed": c.seed, "shuffle": c.shuffle,
-                "dp_size": c.dp_size, "dp_rank": c.dp_rank, "fetch_batch_size": c.fetch_batch_size,
-                "packing": self.packer is not None}
+        fp = {"runtime": c.runtime, "num_samples": self.num_samples, "seed": c.seed, "shuffle": c.shuffle,
+              "dp_size": c.dp_size, "dp_rank": c.dp_rank, "fetch_batch_size": c.fetch_batch_size,
+              "packing": self.packer is not None, "order": c.order, **dataset_identity(self.dataset)}
+        if c.order == "balanced":
+            # The order is a function of these too: another worker count or cost model reorders the epoch.
+            fp.update(num_workers=c.num_workers, prefetch_factor=c.prefetch_factor, lookahead=c.lookahead,
+                      costs=costs_digest(self.cost_estimates()))
+        return fp
 
     def state_dict(self) -> dict[str, Any]:
         """Exact, JSON-serializable state; take it between steps."""
@@ -246,8 +265,12 @@ def build_loader(dataset: Any, packer_config: PackerConfig | None = None, gate: 
 
     ``packer_config=None`` gives a plain loader (one fetched batch per step) with the same
     epoch and checkpoint guarantees. Keyword arguments: ``collate_fn``, ``tokens_fn``,
-    ``source_fn`` and ``packer_factory`` (a ``(PackerConfig, Gate) -> Packer``; default
-    ``GreedyPacker``).
+    ``source_fn``, ``packer_factory`` (a ``(PackerConfig, Gate) -> Packer``; default
+    ``GreedyPacker``), and for ``LoaderConfig(order='balanced')`` ``meta_fn`` (index -> dict of
+    cheap metadata) with ``cost_fn`` (meta -> seconds) unless the config holds a cost model.
     """
-    runtime = WorkerRuntimeLoader if config.runtime == "worker" else DynamicBatchLoader
-    return runtime(dataset, packer_config, gate, config, **kwargs)
+    if config.runtime == "worker":
+        # Refuses a cost source, which only a balanced order (main runtime) reads.
+        check_cost_source(config, kwargs.pop("meta_fn", None), kwargs.pop("cost_fn", None))
+        return WorkerRuntimeLoader(dataset, packer_config, gate, config, **kwargs)
+    return DynamicBatchLoader(dataset, packer_config, gate, config, **kwargs)

@@ -113,9 +113,46 @@ def inner_loader(dataset: Dataset | IterableDataset, config: LoaderConfig, **kw:
         return StatefulDataLoader(dataset, **kw)
 
 
+def check_cost_source(config: LoaderConfig, meta_fn: Callable | None,
+                      cost_fn: Callable | None) -> Callable[[Mapping], float] | None:
+    """What turns a sample's metadata into seconds for order='balanced' (``cost_fn``, else the config's
+    cost model); a cost source given where nothing reads it is refused, not ignored."""
+    if config.order != "balanced":
+        given = [name for name, fn in (("meta_fn", meta_fn), ("cost_fn", cost_fn)) if fn is not None]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} feed order='balanced' only, and this loader has "
+                              f"order={config.order!r} (runtime={config.runtime!r}); set LoaderConfig(order='balanced') "
+                              "(runtime='main') or drop them")
+        return None
+    if meta_fn is None:
+        raise ConfigError("order='balanced' needs meta_fn=... (index -> dict of cheap metadata: tokens, source, "
+                          "bytes) passed to build_loader, to estimate decode costs before the epoch")
+    if cost_fn is not None and config.cost_model is not None:
+        raise ConfigError("order='balanced' got both cost_fn and LoaderConfig(cost_model=...); give one of them")
+    if cost_fn is None and config.cost_model is None:
+        raise ConfigError("order='balanced' needs decode-cost estimates: LoaderConfig(cost_model=...) (python -m "
+                          "dynbsz profile fits one) or cost_fn=... (meta -> seconds) passed to build_loader")
+    return cost_fn if cost_fn is not None else config.cost_model.estimate
+
+
 def state_format(runtime: str) -> str:
     """The name of a runtime's checkpoint format: each runtime writes its own."""
     return f"dynbsz.loader.{runtime}/1"
+
+
+def dataset_identity(dataset: Any) -> dict[str, Any]:
+    """The fingerprint entry that names a dataset's content: ``{"dataset": dataset.fingerprint()}``
+    when the dataset has a ``fingerprint()`` method (a short string that changes when its samples
+    do), else nothing, and only its size is checked. Without it a checkpoint of another dataset
+    of the same size would resume silently, over the wrong samples."""
+    fingerprint = getattr(dataset, "fingerprint", None)
+    if not callable(fingerprint):
+        return {}
+    value = fingerprint()
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{type(dataset).__name__}.fingerprint() must return a non-empty string that names the "
+                          f"dataset's content (it is stored in loader checkpoints), got {value!r}")
+    return {"dataset": value}
 
 
 def check_loader_state(state: Any, runtime: str, fingerprint: dict[str, Any]) -> None:

@@ -6,12 +6,16 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .costs import CostModel
 from .errors import ConfigError, check_choice, check_int
 
 RUNTIMES = ("main", "worker")
 #: How tokens are counted against the budget: all of them, or only those that carry loss.
 TOKEN_COUNTS = ("total", "effective")
 MODALITIES = ("text", "multimodal", "diffusion")
+#: 'sampler': the (seed, epoch) order as it is; 'balanced': reordered within ``lookahead`` positions so
+#: torch's round-robin dispatch keeps the workers level (``dynbsz.order.balanced_order``).
+ORDERS = ("sampler", "balanced")
 START_METHODS = (None, "fork", "spawn", "forkserver")
 
 
@@ -43,6 +47,13 @@ class LoaderConfig:
     fetch_batch_size  samples per worker task in the main runtime
     max_steps         stop after this many steps in total (all epochs), None: no limit
     timeout_s         per-batch timeout for worker results (0: wait forever)
+    order, lookahead, cost_model
+                      'sampler' (default) or 'balanced': each epoch's order is then a permutation of
+                      the sampler's in which no sample moves more than ``lookahead`` positions,
+                      levelling the workers' loads on cost estimates known before the epoch: from
+                      ``cost_model`` (a ``dynbsz.costs.CostModel`` or its JSON dict, as
+                      ``python -m dynbsz profile`` writes it) or a ``cost_fn`` given to
+                      ``build_loader``, applied to ``meta_fn(index)``. Main runtime, with workers.
     token_count, modality, micro_batch_size
                       what is being trained: tokens counted 'total' or 'effective' (loss-bearing),
                       'text', 'multimodal' or 'diffusion' data, and VeOmni's micro_batch_size (its
@@ -67,6 +78,9 @@ class LoaderConfig:
     token_count: str = "total"
     modality: str = "text"
     micro_batch_size: int = 1
+    order: str = "sampler"
+    lookahead: int = 16
+    cost_model: CostModel | None = None
 
     def __post_init__(self) -> None:
         check_int("num_workers", self.num_workers, minimum=0)
@@ -91,6 +105,20 @@ class LoaderConfig:
         check_choice("token_count", self.token_count, TOKEN_COUNTS)
         check_choice("modality", self.modality, MODALITIES)
         check_int("micro_batch_size", self.micro_batch_size, minimum=1)
+        check_choice("order", self.order, ORDERS)
+        check_int("lookahead", self.lookahead, minimum=0)
+        if self.cost_model is not None and not isinstance(self.cost_model, CostModel):
+            object.__setattr__(self, "cost_model", CostModel.from_dict(self.cost_model))
+        if self.order == "balanced":
+            if self.runtime != "main":
+                raise ConfigError("order='balanced' is supported with runtime='main' only: in runtime='worker' each "
+                                  "worker packs its own stream, so there is no dispatch order to balance; use "
+                                  "order='sampler' there")
+            if self.num_workers == 0:
+                raise ConfigError("order='balanced' levels the loads of worker processes, and num_workers=0 has "
+                                  "none; set num_workers >= 1 or order='sampler'")
+        elif self.cost_model is not None:
+            raise ConfigError("cost_model is used by order='balanced' only; set order='balanced' or drop cost_model")
 
     def gate_context(self) -> dict[str, Any]:
         """Where a gate runs, in ``dynbsz.gates.context_aware``'s terms (dynamic batching on)."""
@@ -111,4 +139,6 @@ class LoaderConfig:
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["cost_model"] = self.cost_model.to_dict() if self.cost_model is not None else None
+        return d

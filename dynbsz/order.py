@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .loader_config import LoaderConfig
+
 
 def epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
     """Dataset indices of one epoch, all ranks together."""
@@ -21,6 +23,24 @@ def epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool = True) -
 def rank_order(num_samples: int, seed: int, epoch: int, dp_rank: int, dp_size: int, shuffle: bool = True) -> np.ndarray:
     """The slice of the epoch order that DP rank ``dp_rank`` reads: positions rank, rank+dp, ..."""
     return epoch_order(num_samples, seed, epoch, shuffle)[dp_rank::dp_size]
+
+
+def loader_order(num_samples: int, config: LoaderConfig, epoch: int, costs: np.ndarray | None = None) -> np.ndarray:
+    """The dataset indices DP rank ``config.dp_rank`` reads in ``epoch``, in the order it reads them.
+
+    The one function the loader and the simulator call for a loader's epoch order. With
+    ``config.order == 'balanced'``, ``costs`` holds the estimated decode cost of every dataset
+    index (known before the epoch), and the rank's sampler order is rearranged by
+    ``balanced_order`` for the loader's workers, prefetch factor and fetch batch size.
+    """
+    order = rank_order(num_samples, config.seed, epoch, config.dp_rank, config.dp_size, config.shuffle)
+    if config.order != "balanced":
+        return order
+    if costs is None or len(costs) != num_samples:
+        raise ValueError(f"order='balanced' needs the estimated cost of every dataset index ({num_samples})")
+    return balanced_order(order, np.asarray(costs, dtype=np.float64)[order], num_workers=config.num_workers,
+                          prefetch_factor=config.prefetch_factor or 2, lookahead=config.lookahead,
+                          batch_size=config.fetch_batch_size)
 
 
 class DeliveryLedger:
@@ -69,3 +89,69 @@ class DeliveryLedger:
     def load_state_dict(self, state: dict) -> None:
         self.watermark = state["watermark"]
         self.ahead = set(state["ahead"])
+
+
+def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, prefetch_factor: int, lookahead: int,
+                   batch_size: int = 1) -> np.ndarray:
+    """A permutation of ``order`` in which no element moves more than ``lookahead`` positions, arranged
+    so that torch's in_order=True dispatch keeps its workers level.
+
+    ``costs[i]`` is the estimated decode cost of ``order[i]`` (known before the epoch: never a
+    timing taken at run time, so the order stays a pure function of its inputs). Position p
+    belongs to task ``p // batch_size``, and task j to worker ``j % num_workers`` (torch's strict
+    round robin). The function replays torch's in-order schedule on the estimates (tasks are
+    dispatched ``prefetch_factor * num_workers`` ahead of hand-out, each worker runs its tasks
+    one after another) and fills each slot, from the samples in reach, with the one whose cost
+    best brings its task's finish to the steady cadence ``mean task cost / num_workers``
+    after the previous task's hand-out: a slow sample goes where its worker has slack, and no
+    worker's backlog stalls the in-order hand-out for long. A sample whose deadline comes (it
+    would move more than ``lookahead`` places) is placed whatever the fit, which is what
+    bounds the displacement. Ties go to the earlier position, so the result is deterministic.
+    """
+    order = np.asarray(order)
+    costs = np.asarray(costs, dtype=np.float64)
+    m = len(order)
+    if costs.shape != (m,):
+        raise ValueError(f"costs must have one estimate per position ({m}), got shape {costs.shape}")
+    if lookahead <= 0 or num_workers <= 0 or m <= 1:
+        return order.copy()
+    W, B, L = num_workers, batch_size, lookahead
+    cost = costs.tolist()
+    cadence = B * float(costs.mean()) / W          # one task handed out per cadence, in steady state
+    window = W * prefetch_factor                   # tasks dispatched ahead of hand-out
+    free = [0.0] * W                               # when each worker is done with what it was given
+    handout: list[float] = []                      # per task: when the in-order consumer receives it
+    placed = [False] * m
+    out = np.empty(m, dtype=order.dtype)
+    front = 0                                      # oldest position not placed yet
+    task_start = task_cost = 0.0
+    target = 0.0
+    for p in range(m):
+        j, i = divmod(p, B)
+        if i == 0:   # a new task: when torch dispatches it, when its worker can start, when it should end
+            dispatch = handout[j - window] if j >= window else 0.0
+            task_start = max(dispatch, free[j % W])
+            previous = handout[j - 1] if j else 0.0
+            target = max(previous + cadence, task_start)   # never ask for a negative cost
+            task_cost = 0.0
+        while placed[front]:
+            front += 1
+        if front + L <= p:    # its deadline: moving it further would exceed the lookahead
+            pick = front
+        else:
+            size = min(B, m - j * B)
+            want = (target - task_start - task_cost) / (size - i)   # what each remaining slot should cost
+            best, pick = float("inf"), -1
+            for q in range(front, min(m, p + L + 1)):
+                if not placed[q]:
+                    d = abs(cost[q] - want)
+                    if d < best:
+                        best, pick = d, q
+        placed[pick] = True
+        out[p] = order[pick]
+        task_cost += cost[pick]
+        if i == B - 1 or p == m - 1:   # the task is complete: its finish and hand-out on the estimates
+            finish = task_start + task_cost
+            free[j % W] = finish
+            handout.append(max(handout[-1] if handout else 0.0, finish))
+    return out

@@ -37,7 +37,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from .config import PackerConfig
 from .errors import ConfigError, SampleFetchError
 from .gates import Gate
-from .loader_base import EpochLoader, Step, default_source, default_tokens, inner_loader
+from .loader_base import EpochLoader, Step, dataset_identity, default_source, default_tokens, inner_loader
 from .loader_config import LoaderConfig
 from .order import rank_order
 from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
@@ -214,7 +214,7 @@ class WorkerRuntimeLoader(EpochLoader):
         c = self.config
         return {"runtime": "worker", "num_samples": self.num_samples, "seed": c.seed, "shuffle": c.shuffle,
                 "dp_size": c.dp_size, "dp_rank": c.dp_rank, "streams": self.num_streams,
-                "packer": self.packer_config.to_dict(), "gate": self.gate.spec()}
+                "packer": self.packer_config.to_dict(), "gate": self.gate.spec(), **dataset_identity(self.dataset)}
 
     def state_dict(self) -> dict[str, Any]:
         return {**self._state_common(), "streams": copy.deepcopy(self._streams), "last_stream": self._last_stream}
