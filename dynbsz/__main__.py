@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 
@@ -30,9 +31,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="buffer sizes (FixedGate), comma-separated; default 24,200,1000")
     bl = sub.add_parser("bench-loader", help="loader throughput on uneven decode costs (fast text, slow video)")
     bl.add_argument("--json", action="store_true")
-    bl.add_argument("--samples", type=int, default=400)
+    bl.add_argument("--samples", type=int, default=2000, help="samples drawn from the benchmark mix (without --trace)")
+    bl.add_argument("--trace", metavar="FILE", help="run on this trace (id,tokens,cost_s,source) instead of the mix")
     bl.add_argument("--workers", type=int, default=4)
     bl.add_argument("--prefetch-factor", type=int, default=2)
+    bl.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
+                    help="lognormal sigma of each sample's true cost around the trace's (what estimates cannot know)")
+    bl.add_argument("--lookahead", type=int, default=16, help="order='balanced' lookahead")
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
@@ -42,9 +47,22 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.samples < 1 or args.workers < 1 or args.prefetch_factor < 1 or args.repeat < 1:
             parser.error("--samples, --workers, --prefetch-factor and --repeat must be >= 1")
-        rows = bench_loader.run(args.samples, args.workers, args.prefetch_factor, args.seed, args.repeat)
+        if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)) or args.lookahead < 0:
+            parser.error("--cost-noise must be a finite number >= 0 and --lookahead an integer >= 0")
+        trace = None
+        if args.trace:
+            from .workload import Trace
+
+            try:
+                trace = Trace.read_csv(args.trace)
+            except (OSError, ValueError) as e:
+                parser.error(f"--trace {args.trace}: {e}")
+        rows = bench_loader.run(args.samples, args.workers, args.prefetch_factor, args.seed, args.repeat,
+                                trace=trace, cost_noise=args.cost_noise, lookahead=args.lookahead)
         if args.json:
-            json.dump({"benchmark": "loader", "workers": args.workers, "rows": bench_loader.rows_to_json(rows)},
+            json.dump({"benchmark": "loader", "workers": args.workers, "prefetch_factor": args.prefetch_factor,
+                       "cost_noise": args.cost_noise, "lookahead": args.lookahead, "trace": args.trace,
+                       "rows": bench_loader.rows_to_json(rows)},
                       sys.stdout, indent=2)
             print()
         else:

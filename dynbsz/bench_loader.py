@@ -1,5 +1,6 @@
-"""Loader throughput on uneven decode costs: in_order=True, plain in_order=False, and dynbsz's
-exactly-once in_order=False, side by side in one process.
+"""Loader throughput on uneven decode costs, side by side in one process: torchdata in_order=True and
+False, dynbsz in_order=True, dynbsz's exactly-once in_order=False, and dynbsz's balanced order
+(in_order=True) on exact and on estimated costs.
 
 Each sample really sleeps its decode cost in a worker (fast text, slow video).
 Throughput is reported as delivered samples per second and as a fraction of the
@@ -14,16 +15,18 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+import numpy as np
 from torch.utils.data import Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from .costs import CostModel
 from .datasets import TraceMapDataset
 from .loader import build_loader
 from .loader_base import identity, torchdata_quiet
 from .loader_config import LoaderConfig
 from .order import epoch_order
-from .tables import pct, table
-from .workload import SourceSpec, Workload
+from .tables import pct, ratio, table
+from .workload import SourceSpec, Trace, Workload
 
 #: 80% text at 2 ms a sample, 20% video at 20 ms: the in_order=False use case.
 MIXED = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
@@ -38,6 +41,7 @@ class LoaderBenchRow:
     samples_per_s: float
     fraction_of_limit: float
     exactly_once: bool
+    max_displacement: int | None = None   # balanced rows: the farthest a sample moved from sampler order
 
 
 class _ListSampler(Sampler):
@@ -51,6 +55,24 @@ class _ListSampler(Sampler):
         return len(self.order)
 
 
+class _Meta:
+    """meta_fn of the balanced rows: what the main process knows of sample i before the epoch (tokens and
+    source; with ``exact``, also its true cost). Module level and picklable."""
+
+    def __init__(self, trace: Trace, true_cost_s: np.ndarray | None):
+        self.trace, self.true = trace, true_cost_s
+
+    def __call__(self, index: int) -> dict:
+        meta = {"tokens": int(self.trace.tokens[index]), "source": self.trace.source_names[int(self.trace.source[index])]}
+        if self.true is not None:
+            meta["cost_s"] = float(self.true[index])
+        return meta
+
+
+def exact_cost(meta: dict) -> float:
+    return meta["cost_s"]
+
+
 def _time(fn: Callable[[], list], repeat: int) -> tuple[float, list]:
     best, ids = float("inf"), []
     for _ in range(repeat):
@@ -60,12 +82,28 @@ def _time(fn: Callable[[], list], repeat: int) -> tuple[float, list]:
     return best, ids
 
 
-def run(samples: int = 400, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3
-        ) -> list[LoaderBenchRow]:
-    trace = MIXED.sample(samples, seed)
-    dataset = TraceMapDataset(trace)
-    order = epoch_order(samples, seed, 0).tolist()
-    limit_s = trace.total_cost_s() / workers
+def with_cost_noise(trace: Trace, sigma: float, seed: int) -> Trace:
+    """The trace with each sample's cost times a lognormal factor (seeded): the true costs a run sees, which
+    a cost model fitted on the trace can only estimate."""
+    if sigma == 0:
+        return trace
+    factor = np.random.default_rng([seed, 1]).lognormal(0.0, sigma, len(trace))
+    return Trace(trace.ids, trace.tokens, trace.cost_s * factor, trace.source, trace.source_names)
+
+
+def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
+        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 16) -> list[LoaderBenchRow]:
+    """Every row on the same dataset, whose samples sleep their true cost: the trace's (the benchmark mix
+    by default) with lognormal noise of ``cost_noise``. The balanced rows order the epoch on exact true
+    costs, and on a cost model fitted on the trace (which knows each source's cost, not the noise)."""
+    base = trace if trace is not None else MIXED.sample(samples, seed)
+    samples = len(base)
+    true = with_cost_noise(base, cost_noise, seed)
+    dataset = TraceMapDataset(true)
+    sampler_order = epoch_order(samples, seed, 0)
+    order = sampler_order.tolist()
+    limit_s = true.total_cost_s() / workers
+    model = CostModel.fit(base)
 
     def plain(in_order: bool) -> Callable[[], list]:
         def go():
@@ -74,37 +112,56 @@ def run(samples: int = 400, workers: int = 4, prefetch_factor: int = 2, seed: in
             return [s["id"] for batch in dl for s in batch]
         return go
 
-    def ours(in_order: bool) -> Callable[[], list]:
+    def ours(in_order: bool, **balanced) -> Callable[[], list]:
+        kw = {"meta_fn": balanced.pop("meta_fn")} if "meta_fn" in balanced else {}
+        if "cost_fn" in balanced:
+            kw["cost_fn"] = balanced.pop("cost_fn")
+        config = LoaderConfig(num_workers=workers, prefetch_factor=prefetch_factor, in_order=in_order, seed=seed,
+                              **balanced)
+
         def go():
-            ld = build_loader(dataset, None, None, LoaderConfig(num_workers=workers, prefetch_factor=prefetch_factor,
-                                                                in_order=in_order, seed=seed))
+            ld = build_loader(dataset, None, None, config, **kw)
             try:
                 return [sid for step in ld for sid in step.sample_ids]
             finally:
                 ld.close()
         return go
 
+    balanced = dict(order="balanced", lookahead=lookahead)
     modes = [("torchdata in_order=True", plain(True)), ("torchdata in_order=False", plain(False)),
-             ("dynbsz in_order=True", ours(True)), ("dynbsz exactly-once in_order=False", ours(False))]
+             ("dynbsz in_order=True", ours(True)), ("dynbsz exactly-once in_order=False", ours(False)),
+             ("dynbsz balanced in_order=True, exact costs",
+              ours(True, meta_fn=_Meta(base, true.cost_s), cost_fn=exact_cost, **balanced)),
+             ("dynbsz balanced in_order=True, estimated costs",
+              ours(True, meta_fn=_Meta(base, None), cost_model=model, **balanced))]
+    position = np.empty(samples, dtype=np.int64)
+    position[sampler_order] = np.arange(samples)
     rows = []
     with warnings.catch_warnings(), torchdata_quiet():
         warnings.simplefilter("ignore")
         for name, fn in modes:
             seconds, ids = _time(fn, repeat)
+            moved = int(np.abs(position[np.asarray(ids)] - np.arange(len(ids))).max()) if "balanced" in name else None
             rows.append(LoaderBenchRow(name, samples, seconds, samples / seconds, limit_s / seconds,
-                                       sorted(ids) == list(range(samples))))
+                                       sorted(ids) == list(range(samples)), moved))
     return rows
 
 
 def format_table(rows: list[LoaderBenchRow]) -> str:
-    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once"],
+    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once", "moved"],
                    [[r.mode, r.samples, f"{r.seconds:.3f}", f"{r.samples_per_s:.1f}", pct(r.fraction_of_limit, 1),
-                     "yes" if r.exactly_once else "NO"] for r in rows])]
+                     "yes" if r.exactly_once else "NO", "-" if r.max_displacement is None else r.max_displacement]
+                    for r in rows])]
     by = {r.mode: r for r in rows}
-    ours, theirs = by.get("dynbsz exactly-once in_order=False"), by.get("torchdata in_order=False")
-    if ours and theirs:
-        lines.append(f"exactly-once out of order runs at {pct(ours.samples_per_s / theirs.samples_per_s, 1)} of plain "
+    ooo, plain = by.get("torchdata in_order=False"), by.get("torchdata in_order=True")
+    ours = by.get("dynbsz exactly-once in_order=False")
+    if ours and ooo:
+        lines.append(f"exactly-once out of order runs at {pct(ours.samples_per_s / ooo.samples_per_s, 1)} of plain "
                      "in_order=False (goal: within 5%)")
+    for r in rows:
+        if r.max_displacement is not None and ooo and plain:
+            lines.append(f"{r.mode}: {ratio(r.samples_per_s / ooo.samples_per_s, 2)} plain in_order=False, "
+                         f"{ratio(r.samples_per_s / plain.samples_per_s, 2)} plain in_order=True")
     return "\n".join(lines)
 
 

@@ -13,12 +13,34 @@ def test_bench_loader_json_reports_every_mode():
     report = json.loads(out.stdout)
     modes = [r["mode"] for r in report["rows"]]
     assert modes == ["torchdata in_order=True", "torchdata in_order=False", "dynbsz in_order=True",
-                     "dynbsz exactly-once in_order=False"]
+                     "dynbsz exactly-once in_order=False", "dynbsz balanced in_order=True, exact costs",
+                     "dynbsz balanced in_order=True, estimated costs"]
     for r in report["rows"]:
         assert r["exactly_once"] is True
         assert r["samples"] == 40 and r["seconds"] > 0
         # Sleeping samples cannot be delivered faster than the physical limit allows.
         assert 0 < r["fraction_of_limit"] <= 1.0
+        # Only the balanced rows move samples, and never farther than the lookahead.
+        assert (r["max_displacement"] is None) == ("balanced" not in r["mode"])
+        assert r["max_displacement"] is None or 0 < r["max_displacement"] <= 16
+
+
+def test_bench_loader_runs_any_trace(tmp_path):
+    from dynbsz.workload import SourceSpec, Workload
+
+    path = tmp_path / "trace.csv"
+    Workload((SourceSpec("a", 0.5, median_tokens=100, cost_base_s=0.001),
+              SourceSpec("b", 0.5, median_tokens=900, cost_base_s=0.004))).sample(30, 2).to_csv(path)
+    out = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--json", "--trace", str(path), "--workers",
+                          "2", "--repeat", "1", "--cost-noise", "0", "--lookahead", "4"],
+                         capture_output=True, text=True, check=True, timeout=300)
+    report = json.loads(out.stdout)
+    assert report["trace"] == str(path) and report["cost_noise"] == 0
+    assert all(r["samples"] == 30 and r["exactly_once"] for r in report["rows"])
+    assert max(r["max_displacement"] or 0 for r in report["rows"]) <= 4
+    bad = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--trace", str(tmp_path / "missing.csv")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--trace" in bad.stderr
 
 
 def test_bench_packer_json_without_veomni():
