@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+from dynbsz.tables import table
+
 from .fuzz import FuzzReport
 from .mutation import MutantOutcome
 from .runner import Result
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+    """Every column left-aligned, no rule under the header."""
+    return table(headers, rows, align="l" * len(headers), rule=False)
 
 
 def check_json(target: str, results: Sequence[Result], *, profile: str, seed: int, description: str = "") -> dict:

@@ -261,7 +261,7 @@ def test_bad_user_targets_get_one_line_naming_what_is_missing(user_module, facto
     ("nope", "unknown target 'nope'; allowed values: dynbsz, veomni"),
     ("mutant:nope", "unknown mutant 'nope'; allowed values: gate-as-capacity"),
     ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
-    (":f", "is not MODULE:FACTORY"),
+    (":f", "is not of the form MODULE:ATTR"),
 ])
 def test_bad_target_names(name, says):
     with pytest.raises(TargetError, match=re.escape(says)):

@@ -22,13 +22,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from typing import Any, Callable
 
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
+from dynbsz.errors import ConfigError
+from dynbsz.factory import load_object, one_line
 from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
@@ -45,25 +46,13 @@ GATE_FAMILIES = {"fixed": fixed_specs, "token_aware": token_aware_specs, "probe"
 POLICIES = ("emit_alone", "drop")
 
 
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 def load_factory(name: str) -> Callable[[], Any]:
-    module_name, _, attr = name.partition(":")
-    if not module_name or not attr:
-        raise TargetError(f"target {name!r} is not MODULE:FACTORY (e.g. mypkg.packing:make_packer)")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's to see, in one line
-        raise TargetError(f"target {name!r}: cannot import module {module_name!r} ({_one_line(e)})") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise TargetError(f"target {name!r}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+        obj = load_object(name, setting="target", example="mypkg.packing:make_packer")
+    except ConfigError as e:
+        raise TargetError(str(e)) from None
     if not callable(obj):
+        attr = name.partition(":")[2]
         raise TargetError(f"target {name!r}: {attr} is a {type(obj).__name__}, not callable; {HINT}")
     return obj
 
@@ -72,7 +61,7 @@ def _call(name: str, factory: Callable[[], Any]) -> Any:
     try:
         return factory()
     except Exception as e:  # noqa: BLE001
-        raise TargetError(f"target {name!r}: calling the factory raised {_one_line(e)}; {HINT}") from None
+        raise TargetError(f"target {name!r}: calling the factory raised {one_line(e)}; {HINT}") from None
 
 
 def _missing(obj: Any, methods: tuple[str, ...]) -> list[str]:
@@ -88,7 +77,7 @@ def _check_gate(name: str, gate: Any) -> dict:
         spec = gate.spec()
         json.dumps(spec)
     except Exception as e:  # noqa: BLE001
-        raise TargetError(f"target {name!r}: the gate's spec() must return a JSON-serializable dict ({_one_line(e)})") from None
+        raise TargetError(f"target {name!r}: the gate's spec() must return a JSON-serializable dict ({one_line(e)})") from None
     if not isinstance(spec, dict):
         raise TargetError(f"target {name!r}: the gate's spec() returned {type(spec).__name__}, not a dict")
     return spec
@@ -100,7 +89,7 @@ def _has_documented_rule(name: str, spec: dict) -> bool:
         return gate_rule(PackerConfig(budget=1), spec) is not None
     except (KeyError, TypeError, ValueError) as e:
         raise TargetError(f"target {name!r}: the gate's spec() claims kind {spec.get('kind')!r} but lacks a field "
-                          f"({_one_line(e)}); fixed needs buffer_size, token_aware needs margin and pool_cap") from None
+                          f"({one_line(e)}); fixed needs buffer_size, token_aware needs margin and pool_cap") from None
 
 
 def _gate_target(name: str, factory: Callable[[], Any], gate: Any) -> Target:
@@ -133,7 +122,7 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
     try:
         probe = packer_factory(PackerConfig(budget=64), FixedGate(1))
     except Exception as e:  # noqa: BLE001
-        raise TargetError(f"target {name!r}: the packer factory raised {_one_line(e)} when called as "
+        raise TargetError(f"target {name!r}: the packer factory raised {one_line(e)} when called as "
                           "factory(PackerConfig(budget=64), FixedGate(1)); it must take (config, gate)") from None
     missing = _missing(probe, PACKER_METHODS)
     if missing:
@@ -165,7 +154,7 @@ def _check_loader(name: str, component: LoaderComponent) -> None:
     try:
         loader = component.make_loader(scenario)
     except Exception as e:  # noqa: BLE001
-        raise TargetError(f"target {name!r}: {component.name}'s make_loader raised {_one_line(e)} when called as "
+        raise TargetError(f"target {name!r}: {component.name}'s make_loader raised {one_line(e)} when called as "
                           f"make_loader(LoaderScenario(runtime={component.runtime!r})); it must take a "
                           "properties.loader_props.LoaderScenario") from None
     missing = _missing(loader, LOADER_METHODS)
