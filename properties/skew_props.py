@@ -11,7 +11,7 @@ dispatch rules allow breaks the agreement; so does a model that drifts from torc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -142,7 +142,3 @@ def dynbsz_skew_runner(sc: SkewScenario) -> list:
             return [sid for step in loader for sid in step.sample_ids]
         finally:
             loader.close()
-
-
-def with_in_order(sc: SkewScenario, in_order: bool) -> SkewScenario:
-    return replace(sc, in_order=in_order)

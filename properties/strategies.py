@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
-from dynbsz.gates import FixedGate, TokenAwareGate
 
 
 @dataclass(frozen=True)
@@ -44,18 +43,6 @@ def packer_configs(draw, *, physical_cap: bool | None = None, warmup: bool | Non
     return PackerConfig(budget=budget, physical_cap=cap, warmup_steps=warmup_steps, warmup_init_tokens=init,
                         micro_batches_per_step=draw(st.integers(1, 3)),
                         overlong=draw(st.sampled_from(overlong)), empty=draw(st.sampled_from(empty)))
-
-
-def fixed_gates(max_buffer: int = 40) -> st.SearchStrategy[FixedGate]:
-    return st.builds(FixedGate, st.integers(1, max_buffer))
-
-
-def token_aware_gates(max_pool: int = 40) -> st.SearchStrategy[TokenAwareGate]:
-    return st.builds(TokenAwareGate, st.floats(0.0, 3.0, allow_nan=False), st.integers(1, max_pool))
-
-
-def gates() -> st.SearchStrategy:
-    return st.one_of(fixed_gates(), token_aware_gates())
 
 
 @st.composite
