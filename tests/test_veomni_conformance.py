@@ -71,7 +71,7 @@ def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():
 
 def test_fixes_are_undone_after_the_block():
     vc = _vc()
-    db, ds, sampler = vc._veomni()
+    db, ds, sampler = vc.veomni_modules()
     own = (db.DynBszBuffer.__dict__["get_samples"], db.DynamicBatchSizeDataLoader.__dict__["batch_data_generator"],
            ds._MapStyleSamplerWrapper.__dict__["load_state_dict"], sampler.__dict__["__iter__"])
     with vc.fixes_applied(vc.ALL_FIXES):

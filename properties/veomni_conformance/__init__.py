@@ -31,10 +31,10 @@ from .documented import DEVIATIONS, documented, loader_deviation
 from .fixes import ALL_FIXES, FIX_COMPONENTS, FIXES, PINNED, fixed, fixed_loaders, fixes_applied
 from .losses import (count_main_epochs, count_one_token, count_overlong, count_padding, deviations_report,
                      lengths_of, workloads)
-from .patches import _veomni
+from .patches import veomni_modules
 from .studies import attribute, campaign, leave_one_out, matrix, matrix_table, replay_with, table
 
-__all__ = ["ALL_FIXES", "DEVIATIONS", "FIXES", "FIX_COMPONENTS", "PINNED", "_veomni", "attribute", "campaign",
+__all__ = ["ALL_FIXES", "DEVIATIONS", "FIXES", "FIX_COMPONENTS", "PINNED", "attribute", "campaign",
            "count_main_epochs", "count_one_token", "count_overlong", "count_padding", "deviations_report",
            "documented", "fixed", "fixed_loaders", "fixes_applied", "leave_one_out", "lengths_of",
-           "loader_deviation", "matrix", "matrix_table", "replay_with", "table", "workloads"]
+           "loader_deviation", "matrix", "matrix_table", "replay_with", "table", "veomni_modules", "workloads"]

@@ -10,7 +10,7 @@ import time
 from . import __doc__ as DOC
 from .fixes import FIXES
 from .losses import deviations_report
-from .studies import _campaign_targets, attribute, campaign, leave_one_out, matrix, matrix_table
+from .studies import attribute, campaign, campaign_targets, leave_one_out, matrix, matrix_table
 
 
 def _progress(line: str) -> None:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.command == "matrix":
-        rows = matrix(_campaign_targets()[args.target](), args.examples, args.seed, progress=_progress)
+        rows = matrix(campaign_targets()[args.target](), args.examples, args.seed, progress=_progress)
         json.dump({"target": args.target, "examples": args.examples, "seed": args.seed, "rows": rows,
                    "table": matrix_table(rows)}, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -61,7 +61,7 @@ class _DocumentedPacker:
         return len(self._inner)
 
 
-class _Refused:
+class Refused:
     """Stands in for a loader on a scenario that hits a documented deviation: any use raises the
     Unsupported that makes the runner reject the example (or a replay report a skip)."""
 
@@ -82,12 +82,12 @@ def _documented_loader(component: LoaderComponent, make: Callable[[Any], Any] | 
 
     def make_loader(sc):
         hit = loader_deviation(component.name, component.runtime, sc)
-        return _Refused(hit) if hit is not None else make(sc)
+        return Refused(hit) if hit is not None else make(sc)
 
     return dataclasses.replace(component, make_loader=make_loader)
 
 
-def _documented_components(loaders: dict[str, Callable[[Any], Any]] | None = None) -> tuple:
+def documented_components(loaders: dict[str, Callable[[Any], Any]] | None = None) -> tuple:
     from ..targets.builtin import veomni_target
 
     base = veomni_target()
@@ -108,5 +108,5 @@ def _documented_components(loaders: dict[str, Callable[[Any], Any]] | None = Non
 
 def documented() -> Target:
     """``veomni`` with every example that hits a documented deviation (D1-D4) rejected."""
-    return Target(name="veomni-documented", components=_documented_components(),
+    return Target(name="veomni-documented", components=documented_components(),
                   description="VeOmni 0.1.12 held to what it documents: examples hitting D1-D4 are not drawn")

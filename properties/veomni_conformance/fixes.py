@@ -7,8 +7,8 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from ..targets.base import Target
-from .documented import _documented_components
-from .patches import _ACTIVE, _CONDITIONAL, _on, _patches
+from .documented import documented_components
+from .patches import ACTIVE, CONDITIONAL, active, patch_list
 
 FIXES: dict[str, str] = {
     "V1": "DynamicBatchSizeDataLoader: count a step before yielding it (dynamic_batching.py:316-317, 335-336)",
@@ -70,11 +70,11 @@ _INSTALLED: list[tuple[Any, str, Any]] | None = None
 
 def _install() -> None:
     """Put the patched functions in place once per process. Each behaves as VeOmni's own until
-    its fix id is in ``_ACTIVE``; V4 and V7 replace attributes only while active (_CONDITIONAL)."""
+    its fix id is in ``ACTIVE``; V4 and V7 replace attributes only while active (CONDITIONAL)."""
     global _INSTALLED
     if _INSTALLED is None:
         _INSTALLED = []
-        for obj, attr, new in _patches():
+        for obj, attr, new in patch_list():
             _INSTALLED.append((obj, attr, obj.__dict__[attr]))
             setattr(obj, attr, new)
 
@@ -95,13 +95,13 @@ def fixes_applied(ids: tuple[str, ...] | list[str] = ALL_FIXES) -> Iterator[None
     if unknown:
         raise KeyError(f"unknown fix(es) {unknown}; allowed values: {', '.join(FIXES)}")
     outermost = _INSTALLED is None
-    before = set(_ACTIVE)
+    before = set(ACTIVE)
     saved = _activate(ids)
     try:
         yield
     finally:
-        _ACTIVE.clear()
-        _ACTIVE.update(before)
+        ACTIVE.clear()
+        ACTIVE.update(before)
         for obj, attr, old, had in reversed(saved):
             if had:
                 setattr(obj, attr, old)
@@ -117,10 +117,10 @@ def _activate(ids) -> list[tuple[Any, str, Any, bool]]:
     _install()
     saved: list[tuple[Any, str, Any, bool]] = []
     for fix in ids:
-        for obj, attr, new in _CONDITIONAL.get(fix, lambda: [])():
+        for obj, attr, new in CONDITIONAL.get(fix, lambda: [])():
             saved.append((obj, attr, obj.__dict__.get(attr), attr in obj.__dict__))
             setattr(obj, attr, new)
-    _ACTIVE.update(ids)
+    ACTIVE.update(ids)
     return saved
 
 
@@ -131,7 +131,7 @@ def fixed_loaders() -> dict[str, Callable[[Any], Any]]:
 
     def worker_kw(sc):
         kw = vl._loader_kw(sc)
-        if _on("V6"):
+        if active("V6"):
             kw["drop_last"] = False
         return kw
 
@@ -147,7 +147,7 @@ def fixed_loaders() -> dict[str, Callable[[Any], Any]]:
     class FixedMain(vl.MainRuntime):
         def __init__(self, sc):
             super().__init__(sc)
-            if _on("V5"):
+            if active("V5"):
                 self.dl._drop_last = False   # a pass's last, short step is delivered, not dropped
 
     return {"loader:main": FixedMain, "loader:worker": FixedWorker, "loader:multisource": FixedMulti}
@@ -161,5 +161,5 @@ def fixed() -> Target:
     if not _PERMANENT:
         # Never undone: forked workers and later loaders must see the fixes.
         _PERMANENT.append(_activate(ALL_FIXES))
-    return Target(name="veomni-fixed", components=_documented_components(fixed_loaders()),
+    return Target(name="veomni-fixed", components=documented_components(fixed_loaders()),
                   description="VeOmni 0.1.12 with the report's proposed fixes V1-V13 patched in (D1-D4 not drawn)")

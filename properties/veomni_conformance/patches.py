@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-_ACTIVE: set[str] = set()
+ACTIVE: set[str] = set()
 
 
-def _veomni():
+def veomni_modules():
     from ..targets.veomni_loaders import classes
 
     classes()  # imports VeOmni with its loggers on stderr
@@ -20,21 +20,21 @@ def _veomni():
     return db, ds, StatefulDistributedSampler
 
 
-def _on(fix: str) -> bool:
-    return fix in _ACTIVE
+def active(fix: str) -> bool:
+    return fix in ACTIVE
 
 
 # V1 + V5: DynamicBatchSizeDataLoader.batch_data_generator, dynamic_batching.py:303-357.
 def batch_data_generator(self):
     batch = []
-    if _on("V5") and self.step == 0:
+    if active("V5") and self.step == 0:
         self.pass_done = False       # V5: a fresh epoch (a public attribute: the checkpoint holds it)
     # V12: a generator made by load_state_dict() starts where the checkpointed one was suspended:
     # after a yield, that is at the fetch, not at the readiness check (which would cut one sample early).
-    fetch_first = _on("V12") and self.__dict__.pop("_restored", False)
+    fetch_first = active("V12") and self.__dict__.pop("_restored", False)
 
     while True:
-        if self._length and self.step >= self._length and not _on("V5"):   # V5: the pass, not length, ends it
+        if self._length and self.step >= self._length and not active("V5"):   # V5: the pass, not length, ends it
             return
 
         if fetch_first:
@@ -45,7 +45,7 @@ def batch_data_generator(self):
                 micro_batch = self._collate_fn(micro_batch)
             batch.append(micro_batch)
             if len(batch) == self.num_micro_batch:
-                if _on("V1"):
+                if active("V1"):
                     self.step += 1          # V1: counted before the yield, so a checkpoint holds it
                     yield batch
                 else:
@@ -54,12 +54,12 @@ def batch_data_generator(self):
                 batch = []
 
         try:
-            if _on("V5") and getattr(self, "pass_done", False):
+            if active("V5") and getattr(self, "pass_done", False):
                 raise StopIteration   # V5: restored after the pass ended: only the drain is left
             processing_item = next(self._data_iter)
         except Exception as e:
             if isinstance(e, StopIteration):
-                if _on("V5"):
+                if active("V5"):
                     self.pass_done = True
                     # V5: the data pass is over: drain the buffer into micro-batches and end the epoch.
                     while not self.batching_strategy.empty():
@@ -111,7 +111,7 @@ def batch_data_generator(self):
 def _load_state_dict_v3(original):
     # V3: DynamicBatchSizeDataLoader.load_state_dict, dynamic_batching.py:379-400.
     def load_state_dict(self, state):
-        if _on("V3") and "epoch" in state and hasattr(self._dataloader, "set_epoch"):
+        if active("V3") and "epoch" in state and hasattr(self._dataloader, "set_epoch"):
             self._dataloader.set_epoch(state["epoch"])
         out = original(self, state)
         self._restored = True   # read by V12 (private: state_dict() leaves it out)
@@ -122,9 +122,9 @@ def _load_state_dict_v3(original):
 
 def set_epoch_v2(self, epoch: int) -> None:
     # V2 (+V3's saved epoch): DynamicBatchSizeDataLoader.set_epoch, dynamic_batching.py:402-404.
-    if _on("V2") and self._resume and epoch != self.__dict__.get("epoch", epoch):
+    if active("V2") and self._resume and epoch != self.__dict__.get("epoch", epoch):
         self._resume = False          # a restored state of another epoch is over: the next iter() starts this one
-    if _on("V2") or _on("V3"):
+    if active("V2") or active("V3"):
         self.epoch = epoch            # a public attribute: state_dict() saves it, load_state_dict() restores it
     if hasattr(self._dataloader, "set_epoch"):
         self._dataloader.set_epoch(epoch)
@@ -200,7 +200,7 @@ def _dbsd_iter_v13(original):
     def __iter__(self):
         fresh = not self._just_resumed
         out = original(self)
-        if _on("V13") and fresh:
+        if active("V13") and fresh:
             self.dataset._iteration_pending = True
         return out
 
@@ -219,7 +219,7 @@ def _wrapper_state_v13(original):
     # V13: _MapStyleSamplerWrapper.state_dict, dataset.py:977-982: a pending iteration is this epoch's start.
     def state_dict(self):
         state = original(self)
-        if _on("V13") and self.__dict__.get("_iteration_pending"):
+        if active("V13") and self.__dict__.get("_iteration_pending"):
             state.update(epoch=self.epoch, yielded=0)
         return state
 
@@ -229,7 +229,7 @@ def _wrapper_state_v13(original):
 def _wrapper_load_v8(original):
     # V8: _MapStyleSamplerWrapper.load_state_dict, dataset.py:984-1004.
     def load_state_dict(self, state_dict):
-        if _on("V8") and state_dict.get("epoch", self.epoch) != self.epoch:
+        if active("V8") and state_dict.get("epoch", self.epoch) != self.epoch:
             # The loader applies a state lazily, at iter(), after the trainer's set_epoch(e). A state
             # of another epoch is that epoch's finished end (torchdata then starts a fresh epoch):
             # restoring it would put the wrapper back into the old epoch. Keep set_epoch's.
@@ -242,21 +242,21 @@ def _wrapper_load_v8(original):
 def _wmsd_iter(original):
     # V7, V9, V10: WeightedMultiSourceDataset.__iter__, dataset.py:555-604.
     def __iter__(self):
-        if _on("V7") and self._just_resumed and self.__dict__.get("_restored_epoch", self._epoch) != self._epoch:
+        if active("V7") and self._just_resumed and self.__dict__.get("_restored_epoch", self._epoch) != self._epoch:
             # V7: a persistent worker's snapshot at an epoch's start is the previous epoch's end (the
             # mixture's state names no epoch): restored into this epoch, it must not continue that one.
             self._just_resumed = False
-        if _on("V13") and self._just_resumed and self.__dict__.get("_restored_pending"):
+        if active("V13") and self._just_resumed and self.__dict__.get("_restored_pending"):
             self._just_resumed = False   # V13: the state was saved before this iteration drew anything
         self._iteration_pending = False
-        if _on("V7"):
+        if active("V7"):
             self._iter_epoch = self._epoch
-        if _on("V9") and self._just_resumed and getattr(self, "_stopped", False):
+        if active("V9") and self._just_resumed and getattr(self, "_stopped", False):
             self._just_resumed = False
             return          # V9: the restored state had stopped (first_exhausted): the epoch is over
-        if _on("V10") and self._just_resumed and self._global_sample_idx == 0:
+        if active("V10") and self._just_resumed and self._global_sample_idx == 0:
             self._just_resumed = False   # V10: nothing was read before the checkpoint: seed the epoch's stream
-        if _on("V9") and not self._just_resumed:
+        if active("V9") and not self._just_resumed:
             # V9: a fresh epoch of the mixture is a fresh epoch of each source: a restored stop (above)
             # leaves the sources' own resume flags set, which the next epoch must not inherit.
             for source in self._datasets:
@@ -264,12 +264,12 @@ def _wmsd_iter(original):
                     source._just_resumed = False
                 if callable(getattr(source, "set_epoch", None)):
                     source.set_epoch(self._epoch)
-        if _on("V9"):
+        if active("V9"):
             self._stopped = False
         inner = original(self)
         for item in inner:
             yield item
-        if _on("V9"):
+        if active("V9"):
             self._stopped = True
 
     return __iter__
@@ -278,21 +278,21 @@ def _wmsd_iter(original):
 def _wmsd_state(original_state, original_load):
     def state_dict(self):
         state = original_state(self)
-        if _on("V13"):
+        if active("V13"):
             state["runtime"]["pending"] = bool(self.__dict__.get("_iteration_pending"))
-        if _on("V7"):
+        if active("V7"):
             state["runtime"]["epoch"] = self.__dict__.get("_iter_epoch", self._epoch)
-        if _on("V9"):
+        if active("V9"):
             state["runtime"]["stopped"] = bool(getattr(self, "_stopped", False))
         return state
 
     def load_state_dict(self, state, *a, **kw):
         original_load(self, state, *a, **kw)
-        if _on("V13"):
+        if active("V13"):
             self._restored_pending = bool(state["runtime"].get("pending", False))
-        if _on("V7"):
+        if active("V7"):
             self._restored_epoch = state["runtime"].get("epoch")
-        if _on("V9"):
+        if active("V9"):
             self._stopped = bool(state["runtime"].get("stopped", False))
 
     return state_dict, load_state_dict
@@ -308,7 +308,7 @@ def get_samples_v12(self, n_token_per_iter: int, force: bool = True, physical_to
         physical_seq_len = self._buffer_physical_lens[self.cur_idx]
         fits_effective_budget = seq_len <= n_token_per_iter - cum_seq_len
         fits_physical_cap = physical_token_cap is None or (physical_seq_len <= physical_token_cap - cum_physical_len)
-        first_forced_sample = force is True and (not samples if _on("V11") else cum_seq_len == 0)
+        first_forced_sample = force is True and (not samples if active("V11") else cum_seq_len == 0)
         if self.cur_idx not in self.del_idxs and (first_forced_sample or (fits_effective_budget and fits_physical_cap)):
             cum_seq_len += seq_len
             cum_physical_len += physical_seq_len
@@ -319,8 +319,8 @@ def get_samples_v12(self, n_token_per_iter: int, force: bool = True, physical_to
     return samples
 
 
-def _patches() -> list[tuple[Any, str, Any]]:
-    db, ds, sampler = _veomni()
+def patch_list() -> list[tuple[Any, str, Any]]:
+    db, ds, sampler = veomni_modules()
     loader, wrapper, wmsd = db.DynamicBatchSizeDataLoader, ds._MapStyleSamplerWrapper, ds.WeightedMultiSourceDataset
     wmsd_state, wmsd_load = _wmsd_state(wmsd.state_dict, wmsd.load_state_dict)
     return [
@@ -338,12 +338,12 @@ def _patches() -> list[tuple[Any, str, Any]]:
     ]
 
 
-_CONDITIONAL: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
-    "V4": lambda: [(_veomni()[2], "__iter__", sampler_iter)],
-    "V7": lambda: [(_veomni()[1]._MapStyleSamplerWrapper, "epoch", _shared_epoch("epoch")),
-                   (_veomni()[1]._MapStyleSamplerWrapper, "_iter",
-                    _wrapper_iter_v7(_veomni()[1]._MapStyleSamplerWrapper._iter)),
-                   (_veomni()[1]._MapStyleSamplerWrapper, "state_dict",
-                    _wrapper_state_v7(_veomni()[1]._MapStyleSamplerWrapper.__dict__["state_dict"])),
-                   (_veomni()[1].WeightedMultiSourceDataset, "_epoch", _shared_epoch("_epoch"))],
+CONDITIONAL: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
+    "V4": lambda: [(veomni_modules()[2], "__iter__", sampler_iter)],
+    "V7": lambda: [(veomni_modules()[1]._MapStyleSamplerWrapper, "epoch", _shared_epoch("epoch")),
+                   (veomni_modules()[1]._MapStyleSamplerWrapper, "_iter",
+                    _wrapper_iter_v7(veomni_modules()[1]._MapStyleSamplerWrapper._iter)),
+                   (veomni_modules()[1]._MapStyleSamplerWrapper, "state_dict",
+                    _wrapper_state_v7(veomni_modules()[1]._MapStyleSamplerWrapper.__dict__["state_dict"])),
+                   (veomni_modules()[1].WeightedMultiSourceDataset, "_epoch", _shared_epoch("_epoch"))],
 }

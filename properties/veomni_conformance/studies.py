@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..registry import Unsupported
 from ..targets.base import LoaderComponent, Target
-from .documented import _Refused, _documented_components, documented
+from .documented import Refused, documented, documented_components
 from .fixes import ALL_FIXES, FIX_COMPONENTS, fixed, fixed_loaders, fixes_applied
 
 def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) -> Any:
@@ -20,7 +20,7 @@ def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) 
     from ..runner import replay_example
 
     target = Target(name="veomni-with-" + ("+".join(fixes) or "no-fixes"),
-                    components=_documented_components(fixed_loaders()))
+                    components=documented_components(fixed_loaders()))
     with fixes_applied(tuple(fixes)):
         return replay_example(target, registry.get(entry["property"]), entry["component"], entry["example"])
 
@@ -50,7 +50,7 @@ def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: i
     from ..runner import RunSettings, run_target
 
     others = tuple(f for f in ALL_FIXES if f != fix)
-    target = Target(name=f"veomni-fixed-except-{fix}", components=_documented_components(fixed_loaders()))
+    target = Target(name=f"veomni-fixed-except-{fix}", components=documented_components(fixed_loaders()))
     with fixes_applied(others):
         results = run_target(target, RunSettings(profile=profile, seed=seed, database=None),
                              components=FIX_COMPONENTS[fix])
@@ -189,7 +189,7 @@ def _tallied(target: Target) -> Target:
         if isinstance(c, LoaderComponent):
             def make_loader(sc, c=c):
                 loader = c.make_loader(sc)
-                count(c.name, sc, loader.reason if isinstance(loader, _Refused) else None)
+                count(c.name, sc, loader.reason if isinstance(loader, Refused) else None)
                 return loader
 
             c = dataclasses.replace(c, make_loader=make_loader)
@@ -197,7 +197,7 @@ def _tallied(target: Target) -> Target:
     return dataclasses.replace(target, components=tuple(out))
 
 
-def _campaign_targets() -> dict[str, Callable[[], Target]]:
+def campaign_targets() -> dict[str, Callable[[], Target]]:
     from ..targets import resolve
 
     return {"dynbsz": lambda: resolve("dynbsz"), "veomni": lambda: resolve("veomni"),
@@ -211,7 +211,7 @@ def campaign(target_name: str, minutes: float, seed: int, corpus_dir: str | None
     from ..fuzz import fuzz
     from ..report import fuzz_json
 
-    factories = _campaign_targets()
+    factories = campaign_targets()
     if target_name not in factories:
         raise ValueError(f"--target {target_name!r}; allowed values: {', '.join(factories)}")
     _TALLY.clear()
