@@ -2,7 +2,7 @@
 
 Point it at any implementation through a target (``properties.targets``: ``dynbsz``,
 ``veomni``, ``torchdata``, ``mutant:NAME`` or your own ``MODULE:FACTORY``); every property that applies
-to the target's components runs (``properties.registry``), every failure is saved as a
+to the target's components runs (``properties.suite``), every failure is saved as a
 small JSON file and replays exactly (``properties.corpus``).
 
     python -m properties check --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]
@@ -13,13 +13,19 @@ small JSON file and replays exactly (``properties.corpus``).
 From pytest: ``from properties.pytest_plugin import test_dynbsz_properties`` and
 ``--dynbsz-target`` (see ``properties.pytest_plugin``).
 
-Modules, one concern each: strategies (Hypothesis strategies), packer_props (drive a packer,
-check a recorded run), packer_suite (the packer/gate properties as registry entries), probes
-(a stateful gate for testing packers), loader_props (drive a loader through epochs and
-checkpoint schedules, check the transcript), skew_props (in_order skew against the simulator),
-loader_suite (the loader properties as registry entries), loader_targets (loader factories:
-dynbsz, a plain torchdata loader), mutants and loader_mutants (broken variants), targets/
-(what to test; targets/veomni_loaders.py drives VeOmni's loader classes), registry, runner
-(one property on one component), corpus (regression files), mutation, fuzz, report, cli,
-profiles, pytest_plugin.
+Modules, one concern each, each importing only modules listed before it:
+
+* errors (PropertyViolation, Unsupported), registry (component kinds; the ``@prop`` and ``@mutant``
+  decorators that declare a property or a mutant where it is defined, and collect them),
+  scenarios (Sample, PackerExample, LoaderScenario, SkewScenario and their JSON form),
+  probes (a stateful gate for testing packers), profiles (Hypothesis settings);
+* strategies (Hypothesis strategies), packer_props (drive a packer, check a recorded run),
+  loader_props (drive a loader through epochs and checkpoint schedules, check the transcript),
+  skew_props (in_order skew against the simulator), loader_targets (loader factories: dynbsz,
+  a plain torchdata loader);
+* mutants/ (broken variants: gates, packers, loaders), targets/ (what to test;
+  targets/veomni_loaders.py drives VeOmni's loader classes);
+* packer_suite and loader_suite (the properties), suite (all of them, in report order);
+* runner (one property on one component), corpus (regression files), mutation, fuzz, report,
+  cli, pytest_plugin; veomni_conformance/ (the VeOmni 0.1.12 report's instruments).
 """

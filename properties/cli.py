@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
-from . import corpus, mutants, profiles, registry, report
+from . import corpus, mutants, profiles, report, suite
 from .runner import DEFAULT_DATABASE, Result, RunSettings, run_target
 from .targets import MUTANT_PREFIX, TargetError, names, resolve
 
@@ -89,7 +89,7 @@ def _emit(doc_or_text, as_json: bool) -> None:
 
 
 def _check_properties(wanted: Sequence[str] | None) -> None:
-    known = [p.name for p in registry.properties()]
+    known = [p.name for p in suite.properties()]
     bad = [w for w in wanted or () if w not in known]
     if bad:
         raise UsageError(f"--property {bad[0]!r} is not a property; allowed values: {', '.join(known)}")
@@ -194,7 +194,7 @@ def cmd_mutants(args) -> int:
 def cmd_list(args) -> int:
     doc = {"targets": names(), "profiles": list(profiles.PROFILES),
            "properties": [{"property": p.name, "applies_to": sorted(p.kinds), "doc": p.doc}
-                          for p in registry.properties()],
+                          for p in suite.properties()],
            "mutants": [{"mutant": m.name, "component": m.component, "description": " ".join(m.description.split())}
                        for m in mutants.MUTANTS]}
     if args.json:

@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from . import registry
+from . import suite
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
 
@@ -98,7 +98,7 @@ def load(path: str | Path) -> dict[str, Any]:
     if missing:
         raise CorpusError(f"{path}: missing field(s) {', '.join(missing)}")
     try:
-        registry.get(entry["property"])
+        suite.get(entry["property"])
     except KeyError as e:
         raise CorpusError(f"{path}: {e.args[0]}") from None
     return entry
@@ -111,7 +111,7 @@ def files(corpus_dir: str | Path) -> list[Path]:
 def replay(entry: dict[str, Any], target: str | None = None) -> Result:
     """Replay a loaded entry on its own target, or on ``target``. Raises TargetError for a bad target."""
     name = target or entry["target"]
-    prop = registry.get(entry["property"])
+    prop = suite.get(entry["property"])
     return replay_example(resolve(name), prop, entry["component"], entry["example"])
 
 

@@ -75,7 +75,7 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
             if left <= 0:
                 break
             # A loader example costs what a few packer examples do: start its first round smaller.
-            n = min(prop.examples_for(chunk, component), ceiling)
+            n = min(prop.examples_for(chunk), ceiling)
             if stats.examples and stats.seconds > 0:  # fit the run into the time left
                 n = max(MIN_CHUNK, min(n, int(left * stats.examples / stats.seconds)))
             rs = RunSettings(profile=profile, seed=seed + report.rounds, max_examples=n, database=database)

@@ -16,60 +16,11 @@ from __future__ import annotations
 import json
 import pickle
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from dynbsz.errors import check_fields
-from dynbsz.workload import SourceSpec, Workload
-
-from .packer_props import PropertyViolation
-
-
-@dataclass(frozen=True)
-class LoaderScenario:
-    """Everything a loader target needs to build one loader, plus the checkpoint schedule."""
-
-    num_samples: int = 40
-    data_seed: int = 0
-    shuffle_seed: int = 0
-    num_workers: int = 0
-    prefetch_factor: int | None = None
-    persistent_workers: bool = False
-    in_order: bool = True
-    runtime: str = "main"
-    fetch_batch_size: int = 1
-    budget: int = 512
-    buffer_size: int = 4
-    micro_batches_per_step: int = 1
-    warmup_steps: int = 0
-    epochs: int = 2
-    dp_rank: int = 0
-    dp_size: int = 1
-    #: global step counts after which to checkpoint and restore into a fresh loader (0: before the first)
-    checkpoints: tuple[int, ...] = ()
-    #: also checkpoint and restore after every epoch's last step was consumed and its iterator
-    #: ran out, before the next set_epoch (torchdata's end-of-epoch state, meta-pytorch/data#1437)
-    restore_at_epoch_end: bool = False
-    #: text samples cost ``fast_s``, video ``slow_s`` (real sleeps in the dataset)
-    fast_s: float = 0.0005
-    slow_s: float = 0.004
-    video_share: float = 0.2
-
-    def workload(self) -> Workload:
-        return Workload((SourceSpec("text", 1 - self.video_share, median_tokens=self.budget / 6, sigma=0.6,
-                                    cost_base_s=self.fast_s),
-                         SourceSpec("video", self.video_share, median_tokens=self.budget / 2, sigma=0.4,
-                                    cost_base_s=self.slow_s)))
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["checkpoints"] = list(self.checkpoints)
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "LoaderScenario":
-        check_fields("LoaderScenario", d, cls)
-        return cls(**{**d, "checkpoints": tuple(d.get("checkpoints", ()))})
+from .errors import PropertyViolation
+from .scenarios import LoaderScenario
 
 
 @dataclass

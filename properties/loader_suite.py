@@ -1,4 +1,4 @@
-"""The loader properties, as registry entries (kind ``loader``).
+"""The loader properties (kind ``loader``): each check below is declared with ``@prop`` (``loader_prop``).
 
 Each property draws a ``LoaderScenario`` (or, for in_order skew, a ``SkewScenario``) that the
 component supports and runs ``loader_props`` / ``skew_props`` on loaders the component makes.
@@ -14,44 +14,31 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
+
+from hypothesis import strategies as st
 
 from . import loader_props as L
-from .registry import Property, Unsupported
-from .skew_props import SkewScenario, check_in_order_skew
+from .errors import Unsupported
+from .registry import prop
+from .scenarios import (
+    LoaderScenario,
+    SkewScenario,
+    decode_loader_scenario,
+    decode_skew_scenario,
+    encode_loader_scenario,
+    encode_skew_scenario,
+)
+from .skew_props import check_in_order_skew
 from .strategies import loader_scenarios, skew_scenarios
 from .targets.base import LoaderComponent
 
-FORMAT = "properties.loader_scenario/1"
-SKEW_FORMAT = "properties.skew_scenario/1"
 LOADER = frozenset({"loader"})
-
-
-# ---- examples as JSON ------------------------------------------------------------------------
-
-def encode(sc: L.LoaderScenario) -> dict:
-    return {"format": FORMAT, "scenario": sc.to_json()}
-
-
-def decode(d: dict) -> L.LoaderScenario:
-    if d.get("format") != FORMAT:
-        raise ValueError(f"not a loader example (format {d.get('format')!r}, expected {FORMAT!r})")
-    return L.LoaderScenario.from_json(d["scenario"])
-
-
-def encode_skew(sc: SkewScenario) -> dict:
-    return {"format": SKEW_FORMAT, "scenario": dict(vars(sc))}
-
-
-def decode_skew(d: dict) -> SkewScenario:
-    if d.get("format") != SKEW_FORMAT:
-        raise ValueError(f"not a skew example (format {d.get('format')!r}, expected {SKEW_FORMAT!r})")
-    return SkewScenario(**d["scenario"])
 
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def _supported(component: LoaderComponent, sc: L.LoaderScenario) -> None:
+def _supported(component: LoaderComponent, sc: LoaderScenario) -> None:
     reason = component.unsupported(sc)
     if reason:
         raise Unsupported(reason)
@@ -65,6 +52,10 @@ def _kw(component: LoaderComponent) -> dict[str, Any]:
     return {"ids_of": _ids_of(component), "codec": component.state_codec}
 
 
+def _promises_order(component: LoaderComponent, in_order: bool) -> bool:
+    return component.promises_order if in_order else component.promises_order_under_out_of_order
+
+
 @functools.lru_cache(maxsize=1)
 def task_overhead_s() -> float:
     """The simulator's one machine-dependent input, measured once per process on a near-zero-cost
@@ -72,45 +63,6 @@ def task_overhead_s() -> float:
     from simulator.fidelity import measure_overhead
 
     return measure_overhead()
-
-
-# ---- checks: (component, example) -> None, raising PropertyViolation ---------------------------
-
-def exactly_once(component: LoaderComponent, sc: L.LoaderScenario) -> None:
-    _supported(component, sc)
-    L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
-
-
-def _promises_order(component: LoaderComponent, in_order: bool) -> bool:
-    return component.promises_order if in_order else component.promises_order_under_out_of_order
-
-
-def resume(component: LoaderComponent, sc: L.LoaderScenario) -> None:
-    _supported(component, sc)
-    if _promises_order(component, sc.in_order):
-        L.check_exact_resume(component.make_loader, sc, ids_of=component.signature or _ids_of(component),
-                             codec=component.state_codec)
-    else:
-        # No order is promised (arrival order is timing): what a resume must still keep is the set.
-        L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
-
-
-def epoch_reshuffle(component: LoaderComponent, sc: L.LoaderScenario) -> None:
-    for persistent in (True, False):
-        _supported(component, replace(sc, persistent_workers=persistent))
-    L.check_epoch_reshuffle(component.make_loader, sc, **_kw(component))
-
-
-def in_order_skew(component: LoaderComponent, sc: SkewScenario) -> None:
-    if sc.in_order not in component.in_order:
-        raise Unsupported(f"in_order={sc.in_order} is not supported by {component.name}")
-    overhead = 0.0 if sc.in_order else task_overhead_s()
-    check_in_order_skew(component.skew_runner, sc, task_overhead_s=overhead)
-
-
-def dp_shards(component: LoaderComponent, sc: L.LoaderScenario) -> None:
-    _supported(component, sc)
-    L.check_dp_shards(component.make_loader, sc, **_kw(component))
 
 
 # ---- which components a property applies to --------------------------------------------------
@@ -150,30 +102,60 @@ def _dp(component: Any) -> str | None:
     return None
 
 
-def _prop(name, check, doc, examples, not_for=_loader, cost: int = 4, codec=(encode, decode),
-          example_type=L.LoaderScenario) -> Property:
-    return Property(name=name, kinds=LOADER, doc=doc, check=check, encode=codec[0], decode=codec[1],
-                    examples=examples, not_for=not_for, cost=cost, example_type=example_type)
+def loader_prop(name: str, *, doc: str, examples: Callable[[LoaderComponent], st.SearchStrategy],
+                not_for: Callable[[Any], str | None] = _loader, cost: int = 4):
+    """``@prop`` for a loader property whose examples are ``LoaderScenario``s."""
+    return prop(name, kinds=LOADER, doc=doc, examples=examples, encode=encode_loader_scenario,
+                decode=decode_loader_scenario, not_for=not_for, cost=cost)
 
 
-PROPERTIES: tuple[Property, ...] = (
-    _prop("exactly_once", exactly_once,
-          "every epoch delivers each sample exactly once, over checkpoint schedules (restores into a fresh "
-          "loader at step 0, mid-epoch, at epoch ends)",
-          lambda c: loader_scenarios(c)),
-    _prop("resume", resume,
-          "resuming reproduces the uninterrupted stream step for step where the loader promises order "
-          "(in_order=True), and delivers each sample exactly once otherwise",
-          lambda c: loader_scenarios(c)),
-    _prop("epoch_reshuffle", epoch_reshuffle,
-          "epoch e's order is the same with persistent and non-persistent workers and after a fresh "
-          "set_epoch(e); consecutive epochs differ",
-          lambda c: loader_scenarios(c, in_order=True, min_workers=1, checkpoints=False), not_for=_epochs),
-    _prop("dp_shards", dp_shards, "DP ranks read disjoint shards whose union is the dataset, every epoch",
-          lambda c: loader_scenarios(c, checkpoints=False, dp=True), not_for=_dp, cost=12),
-    _prop("in_order_skew", in_order_skew,
-          "in_order=True delivers sampler order whatever the costs; with in_order=False the measured skew "
-          "agrees with the simulator's prediction for the same trace",
-          lambda c: skew_scenarios(in_order=None if len(c.in_order) == 2 else c.in_order[0]), not_for=_skew,
-          cost=20, codec=(encode_skew, decode_skew), example_type=SkewScenario),
-)
+# ---- the properties: (component, example) -> None, raising PropertyViolation -----------------
+
+@loader_prop("loader_resume", examples=loader_scenarios,
+             doc="resuming reproduces the uninterrupted stream step for step where the loader promises order "
+                 "(in_order=True), and delivers each sample exactly once otherwise")
+def loader_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    if _promises_order(component, sc.in_order):
+        L.check_exact_resume(component.make_loader, sc, ids_of=component.signature or _ids_of(component),
+                             codec=component.state_codec)
+    else:
+        # No order is promised (arrival order is timing): what a resume must still keep is the set.
+        L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
+
+
+@loader_prop("exactly_once", examples=loader_scenarios,
+             doc="every epoch delivers each sample exactly once, over checkpoint schedules (restores into a fresh "
+                 "loader at step 0, mid-epoch, at epoch ends)")
+def exactly_once(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
+
+
+@loader_prop("epoch_reshuffle", not_for=_epochs,
+             examples=lambda c: loader_scenarios(c, in_order=True, min_workers=1, checkpoints=False),
+             doc="epoch e's order is the same with persistent and non-persistent workers and after a fresh "
+                 "set_epoch(e); consecutive epochs differ")
+def epoch_reshuffle(component: LoaderComponent, sc: LoaderScenario) -> None:
+    for persistent in (True, False):
+        _supported(component, replace(sc, persistent_workers=persistent))
+    L.check_epoch_reshuffle(component.make_loader, sc, **_kw(component))
+
+
+@loader_prop("dp_shards", not_for=_dp, cost=12, examples=lambda c: loader_scenarios(c, checkpoints=False, dp=True),
+             doc="DP ranks read disjoint shards whose union is the dataset, every epoch")
+def dp_shards(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_dp_shards(component.make_loader, sc, **_kw(component))
+
+
+@prop("in_order_skew", kinds=LOADER, not_for=_skew, cost=20, encode=encode_skew_scenario,
+      decode=decode_skew_scenario,
+      examples=lambda c: skew_scenarios(in_order=None if len(c.in_order) == 2 else c.in_order[0]),
+      doc="in_order=True delivers sampler order whatever the costs; with in_order=False the measured skew "
+          "agrees with the simulator's prediction for the same trace")
+def in_order_skew(component: LoaderComponent, sc: SkewScenario) -> None:
+    if sc.in_order not in component.in_order:
+        raise Unsupported(f"in_order={sc.in_order} is not supported by {component.name}")
+    overhead = 0.0 if sc.in_order else task_overhead_s()
+    check_in_order_skew(component.skew_runner, sc, task_overhead_s=overhead)

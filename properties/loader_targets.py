@@ -1,5 +1,6 @@
 """Loader targets for the loader properties: dynbsz's loader, a plain torchdata loader as most
-projects use it, and deliberately broken variants that the properties must catch.
+projects use it, and broken variants the loader property tests must catch (the registered loader
+mutants are in ``properties.mutants.loaders``).
 
 Each is a factory ``make(scenario) -> loader`` for ``loader_props``; ``properties.targets``
 wraps them into ``LoaderComponent``s (what each promises and which knobs it has)."""
@@ -16,13 +17,14 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from dynbsz.config import PackerConfig
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
-from dynbsz.loader import DynamicBatchLoader, build_loader
+from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
 from dynbsz.order import epoch_order
 from dynbsz.workload import Trace
 
-from .loader_props import LoaderScenario, default_ids_of
-from .skew_props import SKEW_WORKLOAD, SkewRun, SkewScenario
+from .loader_props import default_ids_of
+from .scenarios import LoaderScenario, SkewScenario
+from .skew_props import SKEW_WORKLOAD, SkewRun
 
 
 @functools.lru_cache(maxsize=64)
@@ -221,19 +223,3 @@ shared_epoch_loader.state_codec = "pickle"
 
 
 stale_epoch_loader.state_codec = "pickle"
-
-
-class CountResumeLoader(DynamicBatchLoader):
-    """Checkpoints how many samples were delivered instead of which: a resume skips that many
-    positions from the start of the epoch, as a count-based fast-forward does."""
-
-    def state_dict(self):
-        state = super().state_dict()
-        state["ledger"] = {"watermark": self._ledger.count(), "ahead": []}
-        return state
-
-
-def count_resume_loader(sc: LoaderScenario):
-    packer = packer_config(sc)
-    return CountResumeLoader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size),
-                             loader_config(sc, runtime="main"))

@@ -17,11 +17,8 @@ from typing import Any, Callable, Sequence
 from dynbsz.config import PackerConfig
 from dynbsz.selection import select_reference
 
-from .strategies import Sample
-
-
-class PropertyViolation(AssertionError):
-    """A property does not hold. The message names the property and the first offending step."""
+from .errors import PropertyViolation
+from .scenarios import Sample
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The packer and gate properties, as registry entries.
+"""The packer and gate properties: each check below is declared with ``@prop`` (``packer_prop``).
 
 Each property draws a ``PackerExample`` (config, gate spec, stream, restore points)
 for a component and runs ``packer_props.drive`` on packers the component makes. The
@@ -8,43 +8,23 @@ exactly, on the target that failed or on any other with the same component.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from dynbsz.config import PackerConfig
-
 from . import packer_props as P
-from .registry import Property
-from .strategies import Sample, packer_configs, restore_points, sample_streams
+from .errors import PropertyViolation
+from .registry import prop
+from .scenarios import PackerExample, decode_packer_example, encode_packer_example
+from .strategies import packer_configs, restore_points, sample_streams
 from .targets.base import PackerComponent
 from .targets.builtin import probe_specs
 
-FORMAT = "properties.packer_example/1"
-
-
-@dataclass(frozen=True)
-class PackerExample:
-    config: PackerConfig
-    gate: dict[str, Any]
-    stream: tuple[Sample, ...]
-    restore_after: tuple[int, ...] = field(default=())
-
-
-def encode(ex: PackerExample) -> dict:
-    return {"format": FORMAT, "config": ex.config.to_dict(), "gate": dict(ex.gate),
-            # [id, tokens, physical or null, source]: one short row per sample
-            "stream": [[s.id, s.tokens, s.physical, s.source] for s in ex.stream],
-            "restore_after": list(ex.restore_after)}
-
-
-def decode(d: dict) -> PackerExample:
-    if d.get("format") != FORMAT:
-        raise ValueError(f"not a packer example (format {d.get('format')!r}, expected {FORMAT!r})")
-    return PackerExample(PackerConfig(**d["config"]), dict(d["gate"]),
-                         tuple(Sample(*row) for row in d["stream"]), tuple(d["restore_after"]))
+PACKING = frozenset({"packer"})
+PACKER_AND_GATE = frozenset({"packer", "gate"})
+GATE = frozenset({"gate"})
 
 
 def examples(component: PackerComponent, *, restores: bool = False, warmup: bool | None = None,
@@ -81,52 +61,14 @@ def _drive(component: PackerComponent, ex: PackerExample, *, observe: bool = Tru
     return run
 
 
-# ---- checks: (component, example) -> None, raising PropertyViolation ---------------------------
-
-def conservation(component: PackerComponent, ex: PackerExample) -> None:
-    run = _drive(component, ex)
-    P.check_conservation(run, getattr(run.packer, "dropped", None))
-
-
-def budget(component: PackerComponent, ex: PackerExample) -> None:
-    P.check_budget(_drive(component, ex))
+def packer_prop(name: str, *, kinds: frozenset[str], doc: str, not_for=None, **draw: Any):
+    """``@prop`` for a packer or gate property: its examples are ``PackerExample``s drawn by
+    ``examples(component, **draw)``."""
+    return prop(name, kinds=kinds, doc=doc, examples=functools.partial(examples, **draw),
+                encode=encode_packer_example, decode=decode_packer_example, not_for=not_for)
 
 
-def warmup(component: PackerComponent, ex: PackerExample) -> None:
-    P.check_warmup(_drive(component, ex))
-
-
-def minimum_gate(component: PackerComponent, ex: PackerExample) -> None:
-    P.check_minimum_gate(_drive(component, ex))
-
-
-def gate_rule(component: PackerComponent, ex: PackerExample) -> None:
-    rule = P.gate_rule(ex.config, ex.gate)
-    if rule is None:
-        raise P.PropertyViolation(f"gate rule: no documented rule for gate spec {ex.gate}")
-    P.check_gate_opens(_drive(component, ex), rule)
-
-
-def ordered_greedy(component: PackerComponent, ex: PackerExample) -> None:
-    P.check_ordered_greedy(_drive(component, ex))
-
-
-def resume(component: PackerComponent, ex: PackerExample) -> None:
-    plain = _drive(component, ex)
-    P.check_resume_equivalence(plain, _drive(component, ex, observe=False, restore_after=ex.restore_after))
-
-
-def gate_state(component: PackerComponent, ex: PackerExample) -> None:
-    try:
-        resume(component, ex)
-    except P.PropertyViolation as e:
-        raise P.PropertyViolation(f"gate state (stateful probe gate {ex.gate}): {e}") from None
-
-
-def ready_idempotent(component: PackerComponent, ex: PackerExample) -> None:
-    P.check_same_cuts(_drive(component, ex), _drive(component, ex, observe=False, ready_calls=2),
-                      "ready() idempotence: asking ready() twice per sample changed the micro-batches")
-
+# ---- which components a property applies to --------------------------------------------------
 
 def _needs_rule(component: Any) -> str | None:
     if not getattr(component, "documented_rule", False):
@@ -140,36 +82,70 @@ def _needs_gate_objects(component: Any) -> str | None:
     return None
 
 
-PACKING = frozenset({"packer"})
-PACKER_AND_GATE = frozenset({"packer", "gate"})
-GATE = frozenset({"gate"})
+# ---- the properties: (component, example) -> None, raising PropertyViolation -----------------
+
+@packer_prop("conservation", kinds=PACKING,
+             doc="every sample put is emitted exactly once, or rejected at put() and reported in dropped; "
+                 "drain() empties")
+def conservation(component: PackerComponent, ex: PackerExample) -> None:
+    run = _drive(component, ex)
+    P.check_conservation(run, getattr(run.packer, "dropped", None))
 
 
-def _prop(name, kinds, check, doc, not_for=lambda component: None, **strategy_kw) -> Property:
-    return Property(name=name, kinds=kinds, doc=doc, check=check, encode=encode, decode=decode,
-                    examples=lambda component: examples(component, **strategy_kw), not_for=not_for,
-                    example_type=PackerExample)
+@packer_prop("budget", kinds=PACKING,
+             doc="a micro-batch fits its budget and the physical cap unless it is a single forced sample; "
+                 "none is empty")
+def budget(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_budget(_drive(component, ex))
 
 
-PROPERTIES: tuple[Property, ...] = (
-    _prop("conservation", PACKING, conservation,
-          "every sample put is emitted exactly once, or rejected at put() and reported in dropped; drain() empties"),
-    _prop("budget", PACKING, budget,
-          "a micro-batch fits its budget and the physical cap unless it is a single forced sample; none is empty"),
-    _prop("warmup", PACKING, warmup, "each micro-batch is cut against the warm-up budget of its optimizer step",
-          warmup=True),
-    _prop("minimum_gate", PACKER_AND_GATE, minimum_gate,
-          "the gate is a minimum, not a capacity: never ready while the buffer cannot fill one micro-batch"),
-    _prop("gate_rule", GATE, gate_rule, "the gate opens exactly when its documented rule says so",
-          not_for=_needs_rule),
-    _prop("ordered_greedy", PACKING, ordered_greedy,
-          "each micro-batch is VeOmni's ordered greedy walk over the buffer; the rest keep arrival order"),
-    _prop("resume", PACKER_AND_GATE, resume,
-          "checkpoint (JSON) and restore into a fresh object anywhere, at step 0 and mid-drain: nothing changes",
-          restores=True),
-    _prop("gate_state", PACKING, gate_state,
-          "a gate's own state (state_dict) is checkpointed with the packer: resume with a stateful probe gate",
-          not_for=_needs_gate_objects, restores=True, gate_specs=probe_specs),
-    _prop("ready_idempotent", PACKER_AND_GATE, ready_idempotent,
-          "asking ready() more often changes nothing: a gate's answer depends on the buffer, not the polling"),
-)
+@packer_prop("warmup", kinds=PACKING, warmup=True,
+             doc="each micro-batch is cut against the warm-up budget of its optimizer step")
+def warmup(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_warmup(_drive(component, ex))
+
+
+@packer_prop("minimum_gate", kinds=PACKER_AND_GATE,
+             doc="the gate is a minimum, not a capacity: never ready while the buffer cannot fill one micro-batch")
+def minimum_gate(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_minimum_gate(_drive(component, ex))
+
+
+@packer_prop("gate_rule", kinds=GATE, not_for=_needs_rule,
+             doc="the gate opens exactly when its documented rule says so")
+def gate_rule(component: PackerComponent, ex: PackerExample) -> None:
+    rule = P.gate_rule(ex.config, ex.gate)
+    if rule is None:
+        raise PropertyViolation(f"gate rule: no documented rule for gate spec {ex.gate}")
+    P.check_gate_opens(_drive(component, ex), rule)
+
+
+@packer_prop("ordered_greedy", kinds=PACKING,
+             doc="each micro-batch is VeOmni's ordered greedy walk over the buffer; the rest keep arrival order")
+def ordered_greedy(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_ordered_greedy(_drive(component, ex))
+
+
+@packer_prop("resume", kinds=PACKER_AND_GATE, restores=True,
+             doc="checkpoint (JSON) and restore into a fresh object anywhere, at step 0 and mid-drain: "
+                 "nothing changes")
+def resume(component: PackerComponent, ex: PackerExample) -> None:
+    plain = _drive(component, ex)
+    P.check_resume_equivalence(plain, _drive(component, ex, observe=False, restore_after=ex.restore_after))
+
+
+@packer_prop("gate_state", kinds=PACKING, not_for=_needs_gate_objects, restores=True, gate_specs=probe_specs,
+             doc="a gate's own state (state_dict) is checkpointed with the packer: resume with a stateful "
+                 "probe gate")
+def gate_state(component: PackerComponent, ex: PackerExample) -> None:
+    try:
+        resume(component, ex)
+    except PropertyViolation as e:
+        raise PropertyViolation(f"gate state (stateful probe gate {ex.gate}): {e}") from None
+
+
+@packer_prop("ready_idempotent", kinds=PACKER_AND_GATE,
+             doc="asking ready() more often changes nothing: a gate's answer depends on the buffer, not the polling")
+def ready_idempotent(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_same_cuts(_drive(component, ex), _drive(component, ex, observe=False, ready_calls=2),
+                      "ready() idempotence: asking ready() twice per sample changed the micro-batches")

@@ -82,18 +82,18 @@ class SuiteCase:
         return f"{self.target}-{self.property}-{self.component}"
 
     def run(self) -> None:
-        from . import corpus, registry
+        from . import corpus, suite
         from .runner import RunSettings, run_property, skip_reason, skipped
         from .targets import resolve
 
         target = resolve(self.target)
-        prop = registry.get(self.property)
+        prop = suite.get(self.property)
         component = target.component(self.component)
         reason = skip_reason(target, prop, component)
         if reason:
             pytest.skip(skipped(target, prop, component, reason).message)
         rs = RunSettings(profile=None, seed=self.seed, database=self.database,
-                         explicit=tuple(_corpus_examples(self.corpus, self.property, self.component)))
+                         explicit=tuple(corpus_examples(self.corpus, self.property, self.component)))
         result = run_property(target, prop, component, rs)
         if result.status == "skip":
             pytest.skip(result.message)
@@ -109,7 +109,7 @@ class SuiteCase:
             pytest.fail("\n".join(lines), pytrace=False)
 
 
-def _corpus_examples(directory: str, prop: str, component: str) -> list[dict]:
+def corpus_examples(directory: str, prop: str, component: str) -> list[dict]:
     from . import corpus
 
     out = []

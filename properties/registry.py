@@ -1,54 +1,62 @@
-"""The property registry: every property the suite knows, with the component kinds it applies to.
+"""How properties and mutants are declared: decorators that attach them where they are defined.
 
-A ``Property`` is data: a name, the kinds it applies to, a strategy factory that
+A ``Property`` is data: a name, the component kinds it applies to, a strategy factory that
 draws examples for one component, a check that raises ``PropertyViolation``, and an
-``encode`` / ``decode`` pair that turns an example into the small JSON dict that
-regression files and ``--json`` output hold. Suites contribute tuples of them
-(``packer_suite.PROPERTIES``, ``loader_suite.PROPERTIES``). A name two suites share
-(``resume``: for packers and gates, and for loaders) becomes one property over both kinds
-that hands each component to its own suite's half.
+``encode`` / ``decode`` pair that turns an example into the small JSON dict that regression
+files and ``--json`` output hold. ``@prop(...)`` on a check function builds one and attaches it
+to the function, as Hypothesis's ``@rule`` attaches a rule; ``collect_properties(*modules)``
+gathers them in definition order (``properties.suite`` does that for the packer and loader suites).
+
+A ``Mutant`` is a deliberately broken variant of a dynbsz class; ``@mutant(...)`` on the class
+attaches it the same way and ``collect_mutants(*modules)`` gathers them (``properties.mutants``).
+
+Names are unique: collecting two properties (or two mutants) of one name is an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from types import ModuleType
+from typing import Any, Callable, TypeVar
 
 from hypothesis import strategies as st
 
-from .targets.base import KINDS, Component
+#: The kinds of component a target can hold (``properties.targets.base``) and a property applies to.
+KINDS = ("packer", "gate", "loader")
+
+PROPERTY_MARKER = "properties_suite_property"
+MUTANT_MARKER = "properties_suite_mutant"
+
+T = TypeVar("T")
 
 
-class Unsupported(Exception):
-    """Raised by a check for an example the component cannot run (e.g. a saved example replayed on
-    another target whose loader lacks a knob). The runner reports it as a skip with this message,
-    never as a failure."""
+def _applies(component: Any) -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
 class Property:
+    """``examples``, ``check`` and ``not_for`` take a ``properties.targets.Component``."""
+
     name: str
     kinds: frozenset[str]
     doc: str
-    examples: Callable[[Component], st.SearchStrategy]
-    check: Callable[[Component, Any], None]
+    examples: Callable[[Any], st.SearchStrategy]
+    check: Callable[[Any, Any], None]
     encode: Callable[[Any], dict]
     decode: Callable[[dict], Any]
     # Why the property does not apply to a component of a matching kind (None: it applies).
-    not_for: Callable[[Component], str | None] = lambda component: None
+    not_for: Callable[[Any], str | None] = _applies
     # Examples cost this many packer examples (a loader example starts worker processes and
     # sleeps): a profile's example count is divided by it, unless a count is given explicitly.
-    # A mapping gives the cost per component kind.
-    cost: int | Mapping[str, int] = 1
-    # What encode() takes (None: anything); tells the halves of a combined property apart.
-    example_type: type | None = None
+    cost: int = 1
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.kinds) - set(KINDS))
         if unknown:
             raise ValueError(f"property {self.name!r} has kinds {unknown}; allowed values: {', '.join(KINDS)}")
 
-    def skip_reason(self, component: Component) -> str | None:
+    def skip_reason(self, component: Any) -> str | None:
         if component.kind not in self.kinds:
             return f"applies to {'/'.join(sorted(self.kinds))} components, not {component.kind}"
         declared = component.skip.get(self.name)
@@ -56,63 +64,81 @@ class Property:
             return f"the target does not promise it: {declared}"
         return self.not_for(component)
 
-    def examples_for(self, profile_examples: int, component: Component | None = None) -> int:
+    def examples_for(self, profile_examples: int) -> int:
         """How many examples a profile's ``max_examples`` buys for this property (at least 3)."""
-        cost = self.cost
-        if isinstance(cost, Mapping):
-            cost = cost.get(component.kind, 1) if component is not None else 1
-        return max(min(3, profile_examples), profile_examples // cost)
+        return max(min(3, profile_examples), profile_examples // self.cost)
 
 
-def combine(parts: tuple[Property, ...]) -> Property:
-    """One property over the kinds of several same-named ones: examples, checks and skips go to the
-    part for the component's kind, an example is encoded by the part whose type it is and
-    decoded by the part whose format it has."""
-    if len(parts) == 1:
-        return parts[0]
-    by_kind: dict[str, Property] = {}
-    for part in parts:
-        for kind in part.kinds:
-            if kind in by_kind:
-                raise ValueError(f"property {part.name!r} is defined twice for {kind} components")
-            by_kind[kind] = part
+def prop(name: str, *, kinds: frozenset[str] | set[str] | tuple[str, ...], doc: str,
+         examples: Callable[[Any], st.SearchStrategy], encode: Callable[[Any], dict],
+         decode: Callable[[dict], Any], not_for: Callable[[Any], str | None] | None = None,
+         cost: int = 1) -> Callable[[T], T]:
+    """Declare the decorated function ``check(component, example)`` a property. The function is
+    returned unchanged (other checks may call it); the ``Property`` is its ``PROPERTY_MARKER``."""
+    def register(check: T) -> T:
+        setattr(check, PROPERTY_MARKER, Property(
+            name=name, kinds=frozenset(kinds), doc=doc, examples=examples, check=check,
+            encode=encode, decode=decode, not_for=not_for or _applies, cost=cost))
+        return check
 
-    def encode(ex: Any) -> dict:
-        part = next((p for p in parts if p.example_type is None or isinstance(ex, p.example_type)), parts[0])
-        return part.encode(ex)
-
-    def decode(d: dict) -> Any:
-        errors = []
-        for part in parts:
-            try:
-                return part.decode(d)
-            except (ValueError, KeyError, TypeError) as e:
-                errors.append(f"{'/'.join(sorted(part.kinds))}: {e}")
-        raise ValueError(f"property {parts[0].name!r} cannot read this example (" + "; ".join(errors) + ")")
-
-    return Property(
-        name=parts[0].name, kinds=frozenset(by_kind),
-        doc=" | ".join(f"{'/'.join(sorted(p.kinds))}: {p.doc}" for p in parts),
-        examples=lambda component: by_kind[component.kind].examples(component),
-        check=lambda component, ex: by_kind[component.kind].check(component, ex),
-        encode=encode, decode=decode, not_for=lambda component: by_kind[component.kind].not_for(component),
-        cost={k: (p.cost if isinstance(p.cost, int) else p.cost.get(k, 1)) for k, p in by_kind.items()})
+    return register
 
 
-def properties() -> tuple[Property, ...]:
-    """All registered properties, in report order (a shared name stays where it first appears).
-    Imported lazily so suites can import this module."""
-    from . import loader_suite, packer_suite
+@dataclass(frozen=True)
+class Mutant:
+    """``make`` has the signature of what it replaces: a packer class ``(config, gate)``, a gate
+    class taking its spec's fields, or a loader factory ``(LoaderScenario) -> loader``. ``replaces``
+    names it: ``packer``, for a gate the gate family (``fixed``, ``token_aware``), for a loader
+    the dynbsz loader component (``loader:main``, ``loader:worker``) it stands in for."""
 
-    suites: list[tuple[Property, ...]] = [packer_suite.PROPERTIES, loader_suite.PROPERTIES]
-    grouped: dict[str, list[Property]] = {}
-    for p in (p for suite in suites for p in suite):
-        grouped.setdefault(p.name, []).append(p)
-    return tuple(combine(tuple(parts)) for parts in grouped.values())
+    name: str
+    component: str          # packer | gate | loader
+    description: str
+    make: Callable[..., Any]
+    replaces: str = "packer"
+
+    def __post_init__(self) -> None:
+        if self.component not in KINDS:
+            raise ValueError(f"mutant {self.name!r} has component={self.component!r}; allowed values: "
+                             f"{', '.join(KINDS)}")
 
 
-def get(name: str) -> Property:
-    found = next((p for p in properties() if p.name == name), None)
-    if found is None:
-        raise KeyError(f"unknown property {name!r}; allowed values: {', '.join(p.name for p in properties())}")
-    return found
+def mutant(name: str, *, component: str, replaces: str | None = None, description: str | None = None,
+           factory: Callable[[Any], Callable[..., Any]] | None = None) -> Callable[[T], T]:
+    """Declare the decorated class (or factory) a mutant of a ``component`` kind. ``replaces``
+    defaults to the kind (``packer``); ``description`` to the docstring, on one line; ``factory``
+    turns the decorated object into the mutant's ``make`` (default: the object itself)."""
+    def register(obj: T) -> T:
+        text = description if description is not None else (obj.__doc__ or "")
+        setattr(obj, MUTANT_MARKER, Mutant(name=name, component=component, description=" ".join(text.split()),
+                                           make=factory(obj) if factory is not None else obj,
+                                           replaces=replaces or component))
+        return obj
+
+    return register
+
+
+def _collect(marker: str, what: str, modules: tuple[ModuleType, ...]) -> tuple[Any, ...]:
+    """What ``marker`` holds on each function or class defined in ``modules``, in definition order.
+    Only an object's own marker counts (a subclass of a mutant is not that mutant)."""
+    found: dict[str, Any] = {}
+    for module in modules:
+        for obj in vars(module).values():
+            if getattr(obj, "__module__", None) != module.__name__:
+                continue  # imported here, declared elsewhere
+            declared = getattr(obj, "__dict__", {}).get(marker)
+            if declared is None:
+                continue
+            if declared.name in found:
+                raise ValueError(f"two {what} are named {declared.name!r} ({module.__name__}.{obj.__name__} and "
+                                 "another); every name must be unique")
+            found[declared.name] = declared
+    return tuple(found.values())
+
+
+def collect_properties(*modules: ModuleType) -> tuple[Property, ...]:
+    return _collect(PROPERTY_MARKER, "properties", modules)
+
+
+def collect_mutants(*modules: ModuleType) -> tuple[Mutant, ...]:
+    return _collect(MUTANT_MARKER, "mutants", modules)

@@ -28,9 +28,9 @@ from hypothesis.errors import HypothesisException
 from dynbsz.errors import DroppedSampleWarning
 from dynbsz.loader_config import LoaderWarning
 
-from . import profiles
-from .packer_props import PropertyViolation
-from .registry import Property, Unsupported, properties
+from . import profiles, suite
+from .errors import PropertyViolation, Unsupported
+from .registry import Property
 from .targets.base import Component, Target
 
 #: Hypothesis's own default location; .gitignore keeps it out of the repository and CI may cache it.
@@ -118,14 +118,14 @@ def guarded_check(prop: Property, component: Component, ex: Any) -> None:
         raise PropertyViolation(f"{prop.name}: the target raised {type(e).__name__}: {text}") from e
 
 
-def _settings(rs: RunSettings, prop: Property | None = None, component: Component | None = None) -> settings:
+def _settings(rs: RunSettings, prop: Property | None = None) -> settings:
     profiles.register()
     base = settings.default if rs.profile is None else settings.get_profile(rs.profile)
     phases = [p for p in base.phases if rs.shrink or p is not Phase.shrink]
     if rs.explicit and Phase.explicit not in phases:
         phases.insert(0, Phase.explicit)
     # An explicit count is taken as asked; a profile's is scaled by what the property's examples cost.
-    examples = rs.max_examples or (prop.examples_for(base.max_examples, component) if prop is not None
+    examples = rs.max_examples or (prop.examples_for(base.max_examples) if prop is not None
                                    else base.max_examples)
     return settings(base, database=DirectoryBasedExampleDatabase(rs.database) if rs.database else None,
                     max_examples=examples, deadline=None, print_blob=True,
@@ -186,7 +186,7 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         except Exception as e:  # noqa: BLE001 - a stale corpus entry must not hide the search itself
             warnings.warn(f"{prop.name}[{component.name}]: skipping an explicit example that no longer decodes "
                           f"({type(e).__name__}: {e})", stacklevel=2)
-    test = seed(rs.seed)(_settings(rs, prop, component)(test))
+    test = seed(rs.seed)(_settings(rs, prop)(test))
     # One database entry per (target, component, property): the same search replays its own failures.
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())
@@ -216,7 +216,7 @@ def plan(target: Target, only: Iterable[str] | None = None,
     keep = None if components is None else set(components)
     chosen = [c for c in target.components if keep is None or c.name in keep]
     pairs: list[tuple[Property, Component | None]] = []
-    for prop in properties():
+    for prop in suite.properties():
         if wanted is not None and prop.name not in wanted:
             continue
         matching = [c for c in chosen if c.kind in prop.kinds]

@@ -22,24 +22,14 @@ from simulator import metrics
 from simulator.config import LoaderModelConfig as ModelConfig
 from simulator.loader_model import simulate
 
-from .packer_props import PropertyViolation
+from .errors import PropertyViolation
+from .scenarios import SkewScenario
 
 #: Fast text, slow video: the mix in_order=False is meant for, slow enough that scheduling
 #: jitter (a few ms on a loaded 2-core machine) is small against the cost gaps.
 SKEW_WORKLOAD = Workload((SourceSpec("text", 0.75, median_tokens=800, sigma=0.5, cost_base_s=0.004, cost_noise=0.3),
                           SourceSpec("video", 0.25, median_tokens=8000, sigma=0.3, cost_base_s=0.040,
                                      cost_noise=0.2)))
-
-
-@dataclass(frozen=True)
-class SkewScenario:
-    num_samples: int = 160
-    data_seed: int = 0
-    shuffle_seed: int = 0
-    num_workers: int = 3
-    prefetch_factor: int = 2
-    in_order: bool = False
-    window: int = 32
 
 
 @dataclass(frozen=True)

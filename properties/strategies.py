@@ -7,19 +7,11 @@ micro-batch, samples longer than the budget, physical caps that bind first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
 
-
-@dataclass(frozen=True)
-class Sample:
-    id: int
-    tokens: int
-    physical: int | None = None
-    source: str = "text"
+from .scenarios import LoaderScenario, Sample, SkewScenario
 
 
 def budgets(min_value: int = 1, max_value: int = 256) -> st.SearchStrategy[int]:
@@ -107,8 +99,6 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
     workers or more and 20 ms, so deliveries are out of order at most checkpoints, which is
     where count-based resumes go wrong.
     """
-    from .loader_props import LoaderScenario
-
     in_order = draw(st.sampled_from(component.in_order)) if in_order is None else in_order
     lowest = min(min_workers, component.max_workers)
     if not in_order:
@@ -141,8 +131,6 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
 @st.composite
 def skew_scenarios(draw, *, in_order: bool | None = None):
     """One epoch of 160 fast-text/slow-video samples (``skew_props.SKEW_WORKLOAD``), batch 1."""
-    from .skew_props import SkewScenario
-
     return SkewScenario(data_seed=draw(st.integers(0, 63)), shuffle_seed=draw(st.integers(0, 63)),
                         num_workers=draw(st.sampled_from([2, 3])),
                         in_order=draw(st.booleans()) if in_order is None else in_order)

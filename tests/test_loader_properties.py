@@ -16,14 +16,15 @@ from dataclasses import replace
 import pytest
 
 from properties import loader_props as L
-from properties.loader_targets import (count_resume_loader, dynbsz_loader, shared_epoch_loader, stale_epoch_loader,
-                                       torchdata_loader)
-from properties.packer_props import PropertyViolation
+from properties.errors import PropertyViolation
+from properties.loader_targets import dynbsz_loader, shared_epoch_loader, stale_epoch_loader, torchdata_loader
+from properties.mutants.loaders import count_resume_loader
+from properties.scenarios import LoaderScenario
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 # A slow head makes deliveries out of order at the checkpoint: samples behind it arrive first.
-SLOW_HEAD = L.LoaderScenario(num_samples=24, data_seed=3, num_workers=3, prefetch_factor=2, in_order=False,
+SLOW_HEAD = LoaderScenario(num_samples=24, data_seed=3, num_workers=3, prefetch_factor=2, in_order=False,
                              fetch_batch_size=2, fast_s=0.002, slow_s=0.25, video_share=0.15, budget=512,
                              buffer_size=1, epochs=1, checkpoints=(4,))
 
@@ -50,7 +51,7 @@ def test_exactly_once_fails_on_plain_statefuldataloader_out_of_order():
 
 
 def test_epoch_property_fails_when_the_epoch_is_read_at_construction():
-    sc = L.LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
+    sc = LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
     with pytest.raises(PropertyViolation, match="epoch"):
         L.check_epoch_reshuffle(stale_epoch_loader, sc)
 
@@ -58,14 +59,14 @@ def test_epoch_property_fails_when_the_epoch_is_read_at_construction():
 def test_epoch_property_holds_for_an_iterable_with_its_epoch_in_shared_memory():
     # A fresh loader told set_epoch(e) must deliver epoch e too: the epoch is in shared memory,
     # set in the main process before the workers start.
-    sc = L.LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
+    sc = LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
     L.check_epoch_reshuffle(shared_epoch_loader, sc)
 
 
 def test_epoch_property_fails_on_plain_statefuldataloader():
     # Non-persistent workers draw one extra seed per epoch from the shared generator, so the same
     # seed gives other permutations from epoch 1 on.
-    sc = L.LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
+    sc = LoaderScenario(num_samples=20, num_workers=2, prefetch_factor=2, epochs=3)
     with pytest.raises(PropertyViolation, match="epoch"):
         L.check_epoch_reshuffle(torchdata_loader, sc)
 
@@ -74,7 +75,7 @@ def test_restore_at_every_epoch_end_keeps_dynbsz_exact():
     # The state taken after an epoch's iterator ran out (torchdata's end-of-epoch state) and the
     # one taken right after its last step must both continue with the next epoch, unchanged.
     for runtime in ("main", "worker"):
-        sc = L.LoaderScenario(num_samples=18, num_workers=2, prefetch_factor=2, persistent_workers=True,
+        sc = LoaderScenario(num_samples=18, num_workers=2, prefetch_factor=2, persistent_workers=True,
                               runtime=runtime, fetch_batch_size=2 if runtime == "main" else 1, epochs=3,
                               checkpoints=(0, 3), restore_at_epoch_end=True)
         L.check_exact_resume(dynbsz_loader, sc)

@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from properties.packer_props import PropertyViolation
-from properties.skew_props import (SKEW_WORKLOAD, SkewScenario, check_in_order_skew, dynbsz_skew_runner, measure,
-                                   sampler_trace)
+from properties.errors import PropertyViolation
+from properties.scenarios import SkewScenario
+from properties.skew_props import SKEW_WORKLOAD, check_in_order_skew, dynbsz_skew_runner, measure, sampler_trace
 from simulator.fidelity import measure_overhead
 
 

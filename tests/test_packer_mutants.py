@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties import mutation, registry
+from properties import mutation, suite
 from properties.mutants import MUTANTS
 from properties.runner import replay_example
 from properties.targets import resolve
@@ -31,5 +31,5 @@ def test_mutant_is_killed_and_dynbsz_passes_the_killing_example(mutant):
     assert outcome.status == "killed", f"{mutant.name} survived: {outcome.description}"
     kill = next(r for r in outcome.results if r.status == "fail")
     assert kill.minimal_example is not None and kill.message
-    control = replay_example(resolve("dynbsz"), registry.get(kill.property), kill.component, kill.minimal_example)
+    control = replay_example(resolve("dynbsz"), suite.get(kill.property), kill.component, kill.minimal_example)
     assert control.status == "pass", f"dynbsz fails the example that killed {mutant.name}: {control.message}"

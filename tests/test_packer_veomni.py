@@ -73,12 +73,12 @@ def test_veomni_force_packs_zero_token_heads_past_the_physical_cap():
 
 
 def test_the_suite_reports_veomnis_silent_drop_on_the_veomni_target():
-    from properties import registry
+    from properties import suite
     from properties.runner import RunSettings, run_property
     from properties.targets import resolve
 
     target = resolve("veomni")
-    result = run_property(target, registry.get("conservation"), target.component("packer"),
+    result = run_property(target, suite.get("conservation"), target.component("packer"),
                           RunSettings(profile="dev", seed=0, database=None))
     assert result.status == "fail" and "silently dropped" in result.message
     stream = result.minimal_example["stream"]

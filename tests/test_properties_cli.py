@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from properties import cli, mutants, registry
+from properties import cli, mutants, suite
 from properties.runner import RunSettings
 
 RESULT_KEYS = {"property", "component", "status", "examples", "replay", "minimal_example"}
@@ -44,7 +44,7 @@ def test_check_dynbsz_json_passes_and_counts_examples(capsys, tmp_path):
     # the counter in the test function: exactly the examples asked for, on every row
     assert {r["examples"] for r in doc["results"]} == {5}
     assert {r["component"] for r in doc["results"]} == set(PACKER_AND_GATES)
-    assert {r["property"] for r in doc["results"]} == {p.name for p in registry.properties()
+    assert {r["property"] for r in doc["results"]} == {p.name for p in suite.properties()
                                                         if p.kinds & {"packer", "gate"}}
     assert not (tmp_path / "corpus").exists()  # nothing failed, nothing saved
 
@@ -125,7 +125,7 @@ def test_mutants_report_json(capsys):
     for m in doc["mutants"]:
         assert m["status"] == "killed" and m["killed_by"] and m["message"] and m["examples"] > 0
         prop = m["killed_by"][0].split("[")[0]
-        assert prop in {p.name for p in registry.properties()}
+        assert prop in {p.name for p in suite.properties()}
 
 
 def test_a_surviving_mutant_fails_the_report(capsys, monkeypatch):

@@ -20,38 +20,44 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties import cli, loader_suite, mutants, registry
-from properties import loader_props as L
-from properties.packer_suite import PackerExample
+from properties import cli, mutants, suite
 from properties.runner import plan, quiet_target, replay_example
-from properties.skew_props import SkewScenario
+from properties.scenarios import (
+    LOADER_FORMAT,
+    LoaderScenario,
+    PackerExample,
+    SkewScenario,
+    decode_loader_scenario,
+    decode_skew_scenario,
+    encode_loader_scenario,
+    encode_skew_scenario,
+)
 from properties.strategies import loader_scenarios, skew_scenarios
 from properties.targets import LoaderComponent, TargetError, resolve
 
-LOADER_PROPERTIES = ("resume", "exactly_once", "epoch_reshuffle", "dp_shards", "in_order_skew")
+LOADER_PROPERTIES = ("loader_resume", "exactly_once", "epoch_reshuffle", "dp_shards", "in_order_skew")
 CORPUS = Path(__file__).parent / "regressions"
 DYNBSZ = resolve("dynbsz")
 TORCHDATA = resolve("torchdata")
 
 
-def scenario_json(sc: L.LoaderScenario) -> dict:
-    return loader_suite.encode(sc)
+def scenario_json(sc: LoaderScenario) -> dict:
+    return encode_loader_scenario(sc)
 
 
 # ---- the registry and components ---------------------------------------------------------------
 
 def test_loader_properties_are_registered_with_a_cost():
-    props = {p.name: p for p in registry.properties()}
+    props = {p.name: p for p in suite.properties()}
     assert set(LOADER_PROPERTIES) <= set(props)
     for name in LOADER_PROPERTIES:
         assert "loader" in props[name].kinds
-    # resume is one property over packers, gates and loaders; each kind draws its own examples
-    assert props["resume"].kinds == {"packer", "gate", "loader"}
-    loader = DYNBSZ.component("loader:main")
-    assert props["resume"].examples_for(60, loader) == 15
-    assert props["resume"].examples_for(60, DYNBSZ.component("packer")) == 60
-    assert props["dp_shards"].examples_for(60, loader) == 5 and props["in_order_skew"].examples_for(60, loader) == 3
-    assert props["exactly_once"].examples_for(20, loader) == 5
+    # resume (packers and gates) and loader_resume (loaders) are two properties; each draws its own examples
+    assert props["resume"].kinds == {"packer", "gate"} and props["loader_resume"].kinds == {"loader"}
+    assert props["loader_resume"].examples_for(60) == 15
+    assert props["resume"].examples_for(60) == 60
+    assert props["dp_shards"].examples_for(60) == 5 and props["in_order_skew"].examples_for(60) == 3
+    assert props["exactly_once"].examples_for(20) == 5
 
 
 def test_the_plugin_run_on_dynbsz_covers_every_loader_property_on_both_runtimes():
@@ -61,14 +67,16 @@ def test_the_plugin_run_on_dynbsz_covers_every_loader_property_on_both_runtimes(
     assert "micro-batches" in DYNBSZ.component("loader:worker").skip["in_order_skew"]
 
 
-def test_combined_resume_reads_both_example_formats():
-    prop = registry.get("resume")
-    sc = L.LoaderScenario(num_samples=13, checkpoints=(0, 4), restore_at_epoch_end=True)
+def test_each_resume_reads_its_own_example_format():
+    prop = suite.get("loader_resume")
+    sc = LoaderScenario(num_samples=13, checkpoints=(0, 4), restore_at_epoch_end=True)
     assert prop.decode(json.loads(json.dumps(prop.encode(sc)))) == sc
     packer_example = json.loads(next(CORPUS.glob("resume-packer-*.json")).read_text())["example"]
-    assert isinstance(prop.decode(packer_example), PackerExample)
-    with pytest.raises(ValueError, match="cannot read this example.*loader"):
+    assert isinstance(suite.get("resume").decode(packer_example), PackerExample)
+    with pytest.raises(ValueError, match="not a loader example"):
         prop.decode({"format": "something"})
+    with pytest.raises(ValueError, match="not a loader example"):
+        prop.decode(packer_example)
 
 
 @settings(max_examples=30, deadline=None, database=None)
@@ -77,16 +85,16 @@ def test_loader_examples_survive_their_json_form_and_respect_the_knobs(data):
     component = data.draw(st.sampled_from([DYNBSZ.component("loader:main"), DYNBSZ.component("loader:worker"),
                                            TORCHDATA.component("loader:main")]))
     sc = data.draw(loader_scenarios(component))
-    assert loader_suite.decode(json.loads(json.dumps(loader_suite.encode(sc)))) == sc
+    assert decode_loader_scenario(json.loads(json.dumps(encode_loader_scenario(sc)))) == sc
     assert component.unsupported(sc) is None
     assert sc.checkpoints and sc.epochs == 2  # every schedule restores at least once
     skew = data.draw(skew_scenarios())
-    assert loader_suite.decode_skew(json.loads(json.dumps(loader_suite.encode_skew(skew)))) == skew
+    assert decode_skew_scenario(json.loads(json.dumps(encode_skew_scenario(skew)))) == skew
 
 
 def test_a_scenario_with_an_unknown_field_is_rejected_by_name():
     with pytest.raises(ValueError, match="no field.*shards"):
-        L.LoaderScenario.from_json({**L.LoaderScenario().to_json(), "shards": 2})
+        LoaderScenario.from_json({**LoaderScenario().to_json(), "shards": 2})
 
 
 def test_loader_component_is_validated():
@@ -102,12 +110,12 @@ def test_loader_component_is_validated():
 
 
 def test_a_replayed_example_the_component_cannot_run_is_a_skip_naming_the_setting():
-    sc = L.LoaderScenario(num_samples=12, micro_batches_per_step=2)
-    result = replay_example(TORCHDATA, registry.get("resume"), "loader:main", scenario_json(sc))
+    sc = LoaderScenario(num_samples=12, micro_batches_per_step=2)
+    result = replay_example(TORCHDATA, suite.get("loader_resume"), "loader:main", scenario_json(sc))
     assert result.status == "skip"
     assert "micro_batches_per_step=2 is not supported by loader:main" in result.message
     worker = replace(sc, runtime="worker", micro_batches_per_step=1)
-    result = replay_example(TORCHDATA, registry.get("exactly_once"), "loader:main", scenario_json(worker))
+    result = replay_example(TORCHDATA, suite.get("exactly_once"), "loader:main", scenario_json(worker))
     assert result.status == "skip" and "runtime='worker'" in result.message
 
 
@@ -115,26 +123,26 @@ def test_a_replayed_example_the_component_cannot_run_is_a_skip_naming_the_settin
 
 TD_CASES = {
     # non-persistent workers draw an extra seed per epoch from the shared generator
-    "epoch_reshuffle": L.LoaderScenario(num_samples=12, num_workers=1, prefetch_factor=1),
+    "epoch_reshuffle": LoaderScenario(num_samples=12, num_workers=1, prefetch_factor=1),
     # StatefulDistributedSampler pads 13 samples to 14 by reading one twice
-    "dp_shards": L.LoaderScenario(num_samples=13, dp_size=2),
+    "dp_shards": LoaderScenario(num_samples=13, dp_size=2),
     # a resume (even in order, no workers) restores the generator without the loader's extra
     # seed draw: the next epoch's permutation differs from the uninterrupted run's
-    "resume": L.LoaderScenario(num_samples=12, checkpoints=(1,)),
+    "loader_resume": LoaderScenario(num_samples=12, checkpoints=(1,)),
 }
 
 
 @pytest.mark.parametrize("prop", sorted(TD_CASES))
 def test_torchdata_fails_where_expected_and_dynbsz_holds_on_the_same_example(prop):
     example = scenario_json(TD_CASES[prop])
-    failed = replay_example(TORCHDATA, registry.get(prop), "loader:main", example)
+    failed = replay_example(TORCHDATA, suite.get(prop), "loader:main", example)
     assert failed.status == "fail", failed.message
-    assert replay_example(DYNBSZ, registry.get(prop), "loader:main", example).status == "pass"
+    assert replay_example(DYNBSZ, suite.get(prop), "loader:main", example).status == "pass"
 
 
 def test_torchdata_keeps_sampler_order_in_order():
-    example = loader_suite.encode_skew(SkewScenario(num_samples=60, in_order=True, num_workers=2))
-    assert replay_example(TORCHDATA, registry.get("in_order_skew"), "loader:main", example).status == "pass"
+    example = encode_skew_scenario(SkewScenario(num_samples=60, in_order=True, num_workers=2))
+    assert replay_example(TORCHDATA, suite.get("in_order_skew"), "loader:main", example).status == "pass"
 
 
 def run_cli(capsys, *argv) -> tuple[int, dict]:
@@ -145,13 +153,13 @@ def run_cli(capsys, *argv) -> tuple[int, dict]:
 def test_cli_check_torchdata_reports_every_loader_property(capsys, tmp_path):
     code, doc = run_cli(capsys, "check", "--target", "torchdata", "--json", "--max-examples", "3", "--no-shrink",
                         "--database", "none", "--corpus", str(tmp_path), "--property", "epoch_reshuffle",
-                        "--property", "exactly_once", "--property", "resume", "--property", "dp_shards")
+                        "--property", "exactly_once", "--property", "loader_resume", "--property", "dp_shards")
     assert code == 1
     rows = {r["property"]: r for r in doc["results"]}
-    assert set(rows) == {"epoch_reshuffle", "exactly_once", "resume", "dp_shards"}
+    assert set(rows) == {"epoch_reshuffle", "exactly_once", "loader_resume", "dp_shards"}
     assert all(r["component"] == "loader:main" and r["status"] in ("pass", "fail") for r in rows.values())
     fail = rows["epoch_reshuffle"]
-    assert fail["status"] == "fail" and fail["minimal_example"]["format"] == loader_suite.FORMAT
+    assert fail["status"] == "fail" and fail["minimal_example"]["format"] == LOADER_FORMAT
     assert fail["replay"].startswith("python -m properties replay ")
     code, out = cli.main(["replay", fail["file"], "--target", "dynbsz"]), capsys.readouterr().out
     assert code == 0 and out.startswith("PASS epoch_reshuffle [loader:main] on dynbsz")
@@ -169,7 +177,7 @@ def veomni():
 @pytest.mark.parametrize("name", ["loader:main", "loader:worker", "loader:multisource"])
 def test_veomni_loader_adapters_deliver_sample_ids(name):
     component = veomni().component(name)
-    sc = L.LoaderScenario(num_samples=16, num_workers=2, prefetch_factor=2, runtime=component.runtime,
+    sc = LoaderScenario(num_samples=16, num_workers=2, prefetch_factor=2, runtime=component.runtime,
                           micro_batches_per_step=2, budget=256, buffer_size=2)
     with quiet_target():
         loader = component.make_loader(sc)
@@ -255,8 +263,8 @@ def user_loaders(tmp_path, monkeypatch):
 def test_a_user_loader_target_runs_the_loader_properties(user_loaders):
     target = resolve(f"{user_loaders}:good")
     assert target.name == f"{user_loaders}:good" and target.kinds() == ("loader",)
-    example = scenario_json(L.LoaderScenario(num_samples=12, num_workers=2, prefetch_factor=2, checkpoints=(0, 3)))
-    assert replay_example(target, registry.get("resume"), "loader:main", example).status == "pass"
+    example = scenario_json(LoaderScenario(num_samples=12, num_workers=2, prefetch_factor=2, checkpoints=(0, 3)))
+    assert replay_example(target, suite.get("loader_resume"), "loader:main", example).status == "pass"
 
 
 @pytest.mark.parametrize("factory, says", [
@@ -274,7 +282,7 @@ import itertools
 
 from properties.loader_props import default_ids_of
 from properties.loader_targets import dynbsz_loader
-from properties.packer_props import PropertyViolation
+from properties.errors import PropertyViolation
 from properties.targets import LoaderComponent, Target
 
 CALLS = itertools.count()

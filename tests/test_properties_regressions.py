@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from properties import corpus
-from properties.pytest_plugin import _corpus_examples
+from properties.pytest_plugin import corpus_examples
 from properties.runner import Result
 from properties.targets import resolve
 
@@ -75,6 +75,6 @@ def test_corrupt_files_are_named_in_the_error(tmp_path):
 
 def test_the_plugin_feeds_matching_files_as_explicit_examples():
     entry = corpus.load(FILES[0])
-    examples = _corpus_examples(str(CORPUS), entry["property"], entry["component"])
+    examples = corpus_examples(str(CORPUS), entry["property"], entry["component"])
     assert entry["example"] in examples
-    assert _corpus_examples(str(CORPUS), "no-such-property", entry["component"]) == []
+    assert corpus_examples(str(CORPUS), "no-such-property", entry["component"]) == []

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 
 from dynbsz.gates import GATE_NAMES
-from properties import packer_suite, registry
+from properties import packer_suite, suite
 from properties.runner import RunSettings, plan, run_target
+from properties.scenarios import decode_packer_example, encode_packer_example
 from properties.targets import KINDS, Component, Target, TargetError, names, resolve
 
 QUICK = RunSettings(profile="dev", seed=0, max_examples=8, database=None)
@@ -181,12 +182,12 @@ def test_every_mutant_is_addressable_as_a_target():
 
 
 def test_registry_properties_are_well_formed():
-    props = registry.properties()
+    props = suite.properties()
     assert len({p.name for p in props}) == len(props)
     for p in props:
         assert p.kinds and set(p.kinds) <= set(KINDS) and p.doc
     with pytest.raises(KeyError, match="allowed values"):
-        registry.get("no-such-property")
+        suite.get("no-such-property")
 
 
 @settings(max_examples=25, deadline=None, database=None)
@@ -194,8 +195,8 @@ def test_registry_properties_are_well_formed():
 def test_examples_survive_their_json_form(example):
     import json
 
-    encoded = packer_suite.encode(example)
-    assert packer_suite.decode(json.loads(json.dumps(encoded))) == example
+    encoded = encode_packer_example(example)
+    assert decode_packer_example(json.loads(json.dumps(encoded))) == example
 
 
 # ---- MODULE:FACTORY ----------------------------------------------------------------------------

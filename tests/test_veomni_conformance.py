@@ -98,7 +98,7 @@ def test_a_one_token_sample_is_a_documented_deviation_not_a_finding():
 
 
 def test_loader_deviations_name_what_the_scenario_hits():
-    from properties.loader_props import LoaderScenario
+    from properties.scenarios import LoaderScenario
 
     vc = _vc()
     base = LoaderScenario(num_samples=12, data_seed=0, shuffle_seed=0, num_workers=2, prefetch_factor=1,

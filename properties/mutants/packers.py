@@ -1,91 +1,22 @@
-"""Deliberately broken variants of dynbsz, to prove the properties have teeth.
-
-Each mutant is one small, realistic bug. A property suite that passes on a
-mutant has a blind spot; the tests (and ``python -m properties mutants``) run
-every property against every mutant and require each mutant to be killed.
-"""
+"""Broken packers: each subclasses dynbsz's ``GreedyPacker`` and is tested as dynbsz's ``packer``
+component."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Callable
-
-from dynbsz.gates import FixedGate, TokenAwareGate, covers_budget
 from dynbsz.packer import GreedyPacker
 from dynbsz.selection import select
 
-
-@dataclass(frozen=True)
-class Mutant:
-    """``make`` has the signature of what it replaces: a packer class ``(config, gate)``, a gate
-    class taking its spec's fields, or a loader factory ``(LoaderScenario) -> loader``. ``replaces``
-    names it: ``packer``, for a gate the gate family (``fixed``, ``token_aware``), for a loader
-    the dynbsz loader component (``loader:main``, ``loader:worker``) it stands in for."""
-
-    name: str
-    component: str          # packer | gate | loader
-    description: str
-    make: Callable[..., Any]
-    replaces: str = "packer"
+from ..registry import mutant
 
 
-# ---- gates ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GateAsCapacity(FixedGate):
-    """Opens as soon as buffer_size samples are buffered, covered or not: the seed's bug class."""
-
-    def ready(self, view) -> bool:
-        return view.num_samples >= self.buffer_size
-
-
-@dataclass(frozen=True)
-class GateIgnoresMinimum(FixedGate):
-    """Forgets the sample minimum and opens on tokens alone."""
-
-    def ready(self, view) -> bool:
-        return covers_budget(view)
-
-
-@dataclass(frozen=True)
-class GateStrictCount(FixedGate):
-    """Compares the sample count with ``>`` instead of ``>=``: opens one sample late."""
-
-    def ready(self, view) -> bool:
-        return view.num_samples > self.buffer_size and covers_budget(view)
-
-
-@dataclass(frozen=True)
-class MarginOnPoolCap(TokenAwareGate):
-    """token_aware's margin applied to the pool cap too: opens at ceil((1 + margin) * pool_cap) samples."""
-
-    def ready(self, view) -> bool:
-        if not covers_budget(view):
-            return False
-        if view.num_samples >= math.ceil((1.0 + self.margin) * self.pool_cap):
-            return True
-        return view.tokens >= math.ceil((1.0 + self.margin) * view.budget)
-
-
-@dataclass(frozen=True)
-class PoolCapAsCapacity(TokenAwareGate):
-    """token_aware checks the pool cap before the budget: a full pool opens the gate uncovered."""
-
-    def ready(self, view) -> bool:
-        if view.num_samples >= self.pool_cap:
-            return True
-        return super().ready(view)
-
-
-# ---- packers -------------------------------------------------------------------------------
-
+@mutant("budget-off-by-one", component="packer")
 class BudgetOffByOne(GreedyPacker):
     """Selection admits a sample one token too long."""
 
     _select = staticmethod(lambda tok, budget, *a: select(tok, budget + 1, *a))
 
 
+@mutant("no-forced-head", component="packer")
 class NoForcedHead(GreedyPacker):
     """Skips a head that does not fit instead of forcing it out: an overlong head starves."""
 
@@ -100,6 +31,7 @@ class NoForcedHead(GreedyPacker):
         return [first + i for i in sub]
 
 
+@mutant("newest-first", component="packer")
 class NewestFirst(GreedyPacker):
     """Walks the buffer newest first (a stack where a queue was meant)."""
 
@@ -111,6 +43,7 @@ class NewestFirst(GreedyPacker):
         return sorted(n - 1 - i for i in rev)
 
 
+@mutant("overlong-dropped-silently", component="packer")
 class OverlongDroppedSilently(GreedyPacker):
     """Overlong samples vanish: put() reports success and nothing is counted."""
 
@@ -120,6 +53,7 @@ class OverlongDroppedSilently(GreedyPacker):
         return super().put(sample_id, tokens, physical_tokens, source, payload)
 
 
+@mutant("buffer-not-checkpointed", component="packer")
 class BufferNotCheckpointed(GreedyPacker):
     """state_dict() forgets the buffered samples (VeOmni's TODO, had it been taken literally)."""
 
@@ -129,6 +63,7 @@ class BufferNotCheckpointed(GreedyPacker):
         return state
 
 
+@mutant("step-not-restored", component="packer")
 class StepNotRestored(GreedyPacker):
     """load_state_dict() restores the buffer but restarts the step counter (and so the warm-up)."""
 
@@ -136,6 +71,7 @@ class StepNotRestored(GreedyPacker):
         super().load_state_dict({**state, "cuts": 0})
 
 
+@mutant("double-emit", component="packer")
 class DoubleEmit(GreedyPacker):
     """A cut emits the head but leaves it in the buffer when the micro-batch has room to spare."""
 
@@ -146,6 +82,7 @@ class DoubleEmit(GreedyPacker):
         return mb
 
 
+@mutant("warmup-off-by-one", component="packer")
 class WarmupOffByOne(GreedyPacker):
     """The warm-up budget is looked up one micro-batch ahead: each step's ramp arrives a step early."""
 
@@ -153,12 +90,14 @@ class WarmupOffByOne(GreedyPacker):
         return super()._budget_for(cut_index + 1)
 
 
+@mutant("physical-cap-ignored", component="packer")
 class PhysicalCapIgnored(GreedyPacker):
     """Selection forgets the physical-token cap and packs by budgeted tokens alone."""
 
     _select = staticmethod(lambda tok, budget, physical=None, cap=None, alone=None: select(tok, budget, None, None, alone))
 
 
+@mutant("drop-not-counted", component="packer")
 class DropNotCounted(GreedyPacker):
     """drop policy: the sample is dropped but never added to ``dropped`` (nor warned about)."""
 
@@ -166,6 +105,7 @@ class DropNotCounted(GreedyPacker):
         return None
 
 
+@mutant("drops-not-restored", component="packer")
 class DropsNotRestored(GreedyPacker):
     """State restored only in part: load_state_dict() forgets the drop counts."""
 
@@ -173,6 +113,7 @@ class DropsNotRestored(GreedyPacker):
         super().load_state_dict({**state, "dropped": {k: [] for k in state["dropped"]}})
 
 
+@mutant("gate-state-not-restored", component="packer")
 class GateStateNotRestored(GreedyPacker):
     """load_state_dict() restores the buffer and step but not the gate's own state."""
 
@@ -180,6 +121,7 @@ class GateStateNotRestored(GreedyPacker):
         super().load_state_dict({k: v for k, v in state.items() if k != "gate_state"})
 
 
+@mutant("drain-stops-early", component="packer")
 class DrainStopsEarly(GreedyPacker):
     """drain() stops while one sample is still buffered (a `> 1` where `> 0` was meant)."""
 
@@ -188,6 +130,7 @@ class DrainStopsEarly(GreedyPacker):
             yield self._cut(drained=True)
 
 
+@mutant("eager-drain", component="packer")
 class EagerDrain(GreedyPacker):
     """drain() cuts everything up front: a checkpoint taken half-way through the drain has lost the rest."""
 
@@ -196,44 +139,3 @@ class EagerDrain(GreedyPacker):
         while self.num_samples:
             out.append(self._cut(drained=True))
         return out
-
-
-PACKER_MUTANTS: tuple[Mutant, ...] = (
-    Mutant("gate-as-capacity", "gate", GateAsCapacity.__doc__, GateAsCapacity, "fixed"),
-    Mutant("gate-ignores-minimum", "gate", GateIgnoresMinimum.__doc__, GateIgnoresMinimum, "fixed"),
-    Mutant("gate-strict-count", "gate", GateStrictCount.__doc__, GateStrictCount, "fixed"),
-    Mutant("margin-on-pool-cap", "gate", MarginOnPoolCap.__doc__, MarginOnPoolCap, "token_aware"),
-    Mutant("pool-cap-as-capacity", "gate", PoolCapAsCapacity.__doc__, PoolCapAsCapacity, "token_aware"),
-    Mutant("budget-off-by-one", "packer", BudgetOffByOne.__doc__, BudgetOffByOne),
-    Mutant("no-forced-head", "packer", NoForcedHead.__doc__, NoForcedHead),
-    Mutant("newest-first", "packer", NewestFirst.__doc__, NewestFirst),
-    Mutant("overlong-dropped-silently", "packer", OverlongDroppedSilently.__doc__, OverlongDroppedSilently),
-    Mutant("buffer-not-checkpointed", "packer", BufferNotCheckpointed.__doc__, BufferNotCheckpointed),
-    Mutant("step-not-restored", "packer", StepNotRestored.__doc__, StepNotRestored),
-    Mutant("double-emit", "packer", DoubleEmit.__doc__, DoubleEmit),
-    Mutant("warmup-off-by-one", "packer", WarmupOffByOne.__doc__, WarmupOffByOne),
-    Mutant("physical-cap-ignored", "packer", PhysicalCapIgnored.__doc__, PhysicalCapIgnored),
-    Mutant("drop-not-counted", "packer", DropNotCounted.__doc__, DropNotCounted),
-    Mutant("drops-not-restored", "packer", DropsNotRestored.__doc__, DropsNotRestored),
-    Mutant("gate-state-not-restored", "packer", GateStateNotRestored.__doc__, GateStateNotRestored),
-    Mutant("drain-stops-early", "packer", DrainStopsEarly.__doc__, DrainStopsEarly),
-    Mutant("eager-drain", "packer", EagerDrain.__doc__, EagerDrain),
-)
-
-
-def _loader_mutants() -> tuple[Mutant, ...]:
-    # Loader mutants subclass dynbsz's loader classes (properties/loader_mutants.py); each is a
-    # loader factory standing in for the dynbsz loader component named in ``replaces``.
-    from .loader_mutants import factories
-
-    return tuple(Mutant(name, "loader", doc, make, component) for name, doc, make, component in factories())
-
-
-LOADER_MUTANTS: tuple[Mutant, ...] = _loader_mutants()
-
-# Every mutant, all components.
-MUTANTS: tuple[Mutant, ...] = PACKER_MUTANTS + LOADER_MUTANTS
-
-
-def by_name(name: str) -> Mutant | None:
-    return next((m for m in MUTANTS if m.name == name), None)

@@ -1,11 +1,12 @@
 """Targets: what the property suite runs against. ``resolve(name)`` is the one entry point.
 
-Names: ``dynbsz``, ``veomni``, ``torchdata``, ``mutant:NAME`` (properties/mutants.py) or ``MODULE:FACTORY``
+Names: ``dynbsz``, ``veomni``, ``torchdata``, ``mutant:NAME`` (properties/mutants/) or ``MODULE:FACTORY``
 (see ``properties.targets.user``). Bad names raise ``TargetError`` with a one-line message.
 """
 
 from __future__ import annotations
 
+from .. import mutants
 from .base import KINDS, Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import BUILTIN
 from .mutant import PREFIX as MUTANT_PREFIX
@@ -16,8 +17,6 @@ __all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target",
 
 
 def names() -> list[str]:
-    from .. import mutants
-
     return list(BUILTIN) + [MUTANT_PREFIX + m.name for m in mutants.MUTANTS]
 
 

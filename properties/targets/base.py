@@ -5,8 +5,8 @@ A *target* is what the user names on the command line (``dynbsz``, ``veomni``,
 
 * ``packer``: a packer factory; the packer properties run on it with a range of gates.
 * ``gate``: one readiness gate (family), run inside dynbsz's ``GreedyPacker``.
-* ``loader``: a whole loader factory taking a ``LoaderScenario`` (``LoaderComponent``;
-  the loader properties are in ``properties.loader_suite``).
+* ``loader``: a whole loader factory taking a ``properties.scenarios.LoaderScenario``
+  (``LoaderComponent``; the loader properties are in ``properties.loader_suite``).
 
 A property declares the kinds it applies to; the runner pairs each property with
 every component of a matching kind and reports ``skip`` where none matches. A new
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
 
-KINDS = ("packer", "gate", "loader")
+from ..registry import KINDS
 
 
 class TargetError(ValueError):
@@ -82,20 +82,20 @@ STATE_CODECS = ("json", "pickle")
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderComponent(Component):
-    """A whole loader (kind ``loader``), built from a ``properties.loader_props.LoaderScenario``.
+    """A whole loader (kind ``loader``), built from a ``properties.scenarios.LoaderScenario``.
 
     make_loader(scenario)   a fresh loader with ``set_epoch(e)``, ``__iter__`` over steps,
                             ``state_dict()``, ``load_state_dict(state)`` and ``close()``
     ids_of(step)            the sample ids a step delivers, one tuple per micro-batch; raise
                             ``PropertyViolation`` when a sample arrives without its own data
-    signature(step)         what the resume property compares step by step (default: ids_of);
+    signature(step)         what the loader_resume property compares step by step (default: ids_of);
                             dynbsz adds the step index and each micro-batch's budget
     state_codec             how a checkpoint travels: ``json`` (state_dict() must survive
                             json.dumps) or ``pickle`` (it holds tensors or objects)
     promises_order          with in_order=True a resume continues the stream exactly
     promises_order_under_out_of_order
                             the same with in_order=False (no StatefulDataLoader-based loader can:
-                            arrival order is timing); otherwise resume checks exactly-once there
+                            arrival order is timing); otherwise loader_resume checks exactly-once there
     skew_runner(sc)         one epoch of the loader in plain mode on a ``SkewScenario``, returning
                             delivered ids or a ``SkewRun``; None: in_order_skew does not apply
                             (say why in ``skip``)

@@ -120,13 +120,13 @@ def torchdata_target() -> Target:
       told ``set_epoch(e)`` replays epoch 0 (with DP the sampler's epoch never moves).
     * ``dp_shards``: ``StatefulDistributedSampler`` evens out ranks by repeating samples, so with a
       dataset size not divisible by the ranks some samples are read twice in an epoch.
-    * ``resume``, even in order and without workers: the sampler's saved generator state is the
+    * ``loader_resume``, even in order and without workers: the sampler's saved generator state is the
       one before the epoch's permutation, and restoring it replays the permutation but not the
       ``_base_seed`` the loader draws from the same generator for every iterator; after a resume
       the generator is one draw behind, so every later epoch's permutation differs from the
       uninterrupted run's (seed 0, 6 samples: epoch 1 is [3, 0, 5, 4, 2, 1] instead of
       [1, 3, 5, 2, 4, 0]).
-    * ``exactly_once`` (and ``resume``) with in_order=False: a resume replays a *count* of batches
+    * ``exactly_once`` (and ``loader_resume``) with in_order=False: a resume replays a *count* of batches
       from a snapshot, so when deliveries were out of order at the checkpoint some samples are
       lost and others repeated (docs/internals/torch-dataloader-semantics.md 4.6). It depends on
       timing; the slow samples the loader suite draws out of order make it likely.

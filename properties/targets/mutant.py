@@ -1,4 +1,4 @@
-"""``mutant:NAME``: a deliberately broken variant of dynbsz (properties/mutants.py) as a target.
+"""``mutant:NAME``: a deliberately broken variant of dynbsz (properties/mutants/) as a target.
 
 A packer mutant is tested as dynbsz's ``packer`` component; a gate mutant stands in
 for the gate family it replaces (component ``gate:fixed`` etc.); a loader mutant for the
@@ -15,21 +15,28 @@ from dynbsz.config import PackerConfig
 from dynbsz.packer import GreedyPacker
 
 from .. import mutants
+from ..registry import Mutant
 from .base import Target, TargetError
-from .builtin import (GATE_FAMILIES, LOADER_RUNTIMES, build_gate, dynbsz_loader_component, gate_component,
-                      packer_component)
+from .builtin import (
+    GATE_FAMILIES,
+    LOADER_RUNTIMES,
+    build_gate,
+    dynbsz_loader_component,
+    gate_component,
+    packer_component,
+)
 
 PREFIX = "mutant:"
 
 
-def _packer_target(m: mutants.Mutant) -> Target:
+def _packer_target(m: Mutant) -> Target:
     def make(config: PackerConfig, spec: dict[str, Any]):
         return m.make(config, build_gate(spec, config.budget))
 
     return Target(name=PREFIX + m.name, description=m.description, components=(packer_component(make),))
 
 
-def _gate_target(m: mutants.Mutant) -> Target:
+def _gate_target(m: Mutant) -> Target:
     if m.replaces not in GATE_FAMILIES:
         raise TargetError(f"mutant {m.name!r} replaces gate family {m.replaces!r}; allowed values: "
                           f"{', '.join(GATE_FAMILIES)}")
@@ -40,7 +47,7 @@ def _gate_target(m: mutants.Mutant) -> Target:
     return Target(name=PREFIX + m.name, description=m.description, components=(gate_component(m.replaces, make),))
 
 
-def _loader_target(m: mutants.Mutant) -> Target:
+def _loader_target(m: Mutant) -> Target:
     runtimes = {f"loader:{r}": r for r in LOADER_RUNTIMES}
     if m.replaces not in runtimes:
         raise TargetError(f"mutant {m.name!r} replaces loader component {m.replaces!r}; allowed values: "
@@ -49,17 +56,13 @@ def _loader_target(m: mutants.Mutant) -> Target:
                   components=(dynbsz_loader_component(runtimes[m.replaces], m.make),))
 
 
-# Mutants of other kinds register an adapter here.
-ADAPTERS: dict[str, Callable[[mutants.Mutant], Target]] = {"packer": _packer_target, "gate": _gate_target,
-                                                           "loader": _loader_target}
+# One adapter per component kind (a Mutant's component is one of registry.KINDS).
+ADAPTERS: dict[str, Callable[[Mutant], Target]] = {"packer": _packer_target, "gate": _gate_target,
+                                                   "loader": _loader_target}
 
 
 def mutant_target(name: str) -> Target:
     m = mutants.by_name(name)
     if m is None:
         raise TargetError(f"unknown mutant {name!r}; allowed values: {', '.join(x.name for x in mutants.MUTANTS)}")
-    adapter = ADAPTERS.get(m.component)
-    if adapter is None:
-        return Target(name=PREFIX + name, description=m.description,
-                      unavailable=f"no adapter for {m.component} mutants is installed")
-    return adapter(m)
+    return ADAPTERS[m.component](m)

@@ -34,6 +34,7 @@ from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
 from ..packer_props import gate_rule
+from ..scenarios import LoaderScenario
 from .base import Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
 
@@ -148,15 +149,13 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
 
 def _check_loader(name: str, component: LoaderComponent) -> None:
     """Build one loader (nothing is iterated, so no worker starts) and check the protocol."""
-    from ..loader_props import LoaderScenario
-
     scenario = LoaderScenario(runtime=component.runtime)
     try:
         loader = component.make_loader(scenario)
     except Exception as e:  # noqa: BLE001
         raise TargetError(f"target {name!r}: {component.name}'s make_loader raised {one_line(e)} when called as "
                           f"make_loader(LoaderScenario(runtime={component.runtime!r})); it must take a "
-                          "properties.loader_props.LoaderScenario") from None
+                          "properties.scenarios.LoaderScenario") from None
     missing = _missing(loader, LOADER_METHODS)
     if callable(getattr(loader, "close", None)):
         loader.close()

@@ -46,9 +46,9 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from ..loader_props import LoaderScenario
 from ..loader_targets import shutdown_workers, trace_of
-from ..skew_props import SKEW_WORKLOAD, SkewRun, SkewScenario
+from ..scenarios import LoaderScenario, SkewScenario
+from ..skew_props import SKEW_WORKLOAD, SkewRun
 from .base import LoaderComponent
 
 MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
@@ -63,8 +63,12 @@ def classes() -> SimpleNamespace:
         from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
         from veomni.data.data_collator import NoopDataCollator, UnpackDataCollator
         from veomni.data.data_loader import DistributedDataloader
-        from veomni.data.dataset import (DynamicBatchingSizeDataset, WeightedMultiSourceDataset,
-                                         _MapStyleSamplerWrapper, get_length_fn_by_count_mode)
+        from veomni.data.dataset import (
+            DynamicBatchingSizeDataset,
+            WeightedMultiSourceDataset,
+            _MapStyleSamplerWrapper,
+            get_length_fn_by_count_mode,
+        )
         from veomni.data.dynamic_batching import DynamicBatchSizeDataLoader, TextBatchingStrategy
     return SimpleNamespace(
         StatefulDistributedSampler=StatefulDistributedSampler, NoopDataCollator=NoopDataCollator,

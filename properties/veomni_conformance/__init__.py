@@ -29,8 +29,15 @@ from __future__ import annotations
 
 from .documented import DEVIATIONS, documented, loader_deviation
 from .fixes import ALL_FIXES, FIX_COMPONENTS, FIXES, PINNED, fixed, fixed_loaders, fixes_applied
-from .losses import (count_main_epochs, count_one_token, count_overlong, count_padding, deviations_report,
-                     lengths_of, workloads)
+from .losses import (
+    count_main_epochs,
+    count_one_token,
+    count_overlong,
+    count_padding,
+    deviations_report,
+    lengths_of,
+    workloads,
+)
 from .patches import veomni_modules
 from .studies import attribute, campaign, leave_one_out, matrix, matrix_table, replay_with, table
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..registry import Unsupported
+from ..errors import Unsupported
 from ..targets.base import LoaderComponent, PackerComponent, Target, TargetError
 
 DEVIATIONS: dict[str, str] = {

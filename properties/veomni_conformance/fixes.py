@@ -41,7 +41,7 @@ ALL_FIXES = tuple(FIXES)
 #: fix -> the regression file (tests/regressions/) that pins its finding: an example that fails on
 #: VeOmni as shipped and with every other fix applied, and passes with all of them.
 PINNED: dict[str, str] = {
-    "V1": "resume-loader_main-veomni-9c9cc80f34.json",
+    "V1": "loader_resume-loader_main-veomni-a0fc1e421b.json",
     "V2": "exactly_once-loader_main-veomni-a4740003b3.json",
     "V3": "exactly_once-loader_main-veomni-d19ad1821f.json",
     "V4": "exactly_once-loader_main-veomni-1194f9357c.json",
@@ -49,10 +49,10 @@ PINNED: dict[str, str] = {
     "V6": "exactly_once-loader_worker-veomni-45af2abdca.json",
     "V7": "epoch_reshuffle-loader_worker-veomni-f1a25a8832.json",
     "V8": "exactly_once-loader_worker-veomni-9be15848f8.json",
-    "V9": "resume-loader_multisource-veomni-6e674958d8.json",
-    "V10": "resume-loader_multisource-veomni-dc60ca7664.json",
+    "V9": "loader_resume-loader_multisource-veomni-b3acb1e834.json",
+    "V10": "loader_resume-loader_multisource-veomni-c07368a626.json",
     "V11": "budget-packer-veomni-9975e069ad.json",
-    "V12": "resume-loader_main-veomni-1e5b590005.json",
+    "V12": "loader_resume-loader_main-veomni-b4c225fb8f.json",
     "V13": "exactly_once-loader_worker-veomni-468453fcdc.json",
 }
 #: Where each fix can show: the components whose code it changes (for the leave-one-out search).

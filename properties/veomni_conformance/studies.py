@@ -8,21 +8,22 @@ import dataclasses
 import time
 from typing import Any, Callable
 
-from ..registry import Unsupported
+from ..errors import Unsupported
 from ..targets.base import LoaderComponent, Target
 from .documented import Refused, documented, documented_components
 from .fixes import ALL_FIXES, FIX_COMPONENTS, fixed, fixed_loaders, fixes_applied
 
+
 def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) -> Any:
     """Replay a regression entry on VeOmni held to its documentation, with ``fixes`` applied (and
     only those): the Result (pass, fail, or skip naming a documented deviation)."""
-    from .. import registry
+    from .. import suite
     from ..runner import replay_example
 
     target = Target(name="veomni-with-" + ("+".join(fixes) or "no-fixes"),
                     components=documented_components(fixed_loaders()))
     with fixes_applied(tuple(fixes)):
-        return replay_example(target, registry.get(entry["property"]), entry["component"], entry["example"])
+        return replay_example(target, suite.get(entry["property"]), entry["component"], entry["example"])
 
 
 def attribute(entry: dict[str, Any]) -> dict[str, Any]:
@@ -93,8 +94,8 @@ def matrix(target: Target, examples: int, seed: int = 0,
     from hypothesis import seed as hseed
     from hypothesis.errors import Unsatisfiable
 
-    from .. import registry
-    from ..packer_props import PropertyViolation
+    from .. import suite
+    from ..errors import PropertyViolation
     from ..runner import guarded_check, quiet_target
 
     rows = []
@@ -106,7 +107,7 @@ def matrix(target: Target, examples: int, seed: int = 0,
             def keep(sc, cfg=cfg):
                 return (sc.num_workers > 0) == cfg["workers"] and (sc.warmup_steps > 0) == cfg["warmup"]
 
-            for prop in registry.properties():
+            for prop in suite.properties():
                 if "loader" not in prop.kinds or prop.name == "in_order_skew" or prop.skip_reason(c):
                     continue
                 # epoch_reshuffle runs every scenario both with and without persistent workers itself.

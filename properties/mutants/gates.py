@@ -1,0 +1,62 @@
+"""Broken gates: each stands in for the gate family it ``replaces`` (component ``gate:fixed`` etc.),
+run inside dynbsz's ``GreedyPacker``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dynbsz.gates import FixedGate, TokenAwareGate, covers_budget
+
+from ..registry import mutant
+
+
+@mutant("gate-as-capacity", component="gate", replaces="fixed")
+@dataclass(frozen=True)
+class GateAsCapacity(FixedGate):
+    """Opens as soon as buffer_size samples are buffered, covered or not: the seed's bug class."""
+
+    def ready(self, view) -> bool:
+        return view.num_samples >= self.buffer_size
+
+
+@mutant("gate-ignores-minimum", component="gate", replaces="fixed")
+@dataclass(frozen=True)
+class GateIgnoresMinimum(FixedGate):
+    """Forgets the sample minimum and opens on tokens alone."""
+
+    def ready(self, view) -> bool:
+        return covers_budget(view)
+
+
+@mutant("gate-strict-count", component="gate", replaces="fixed")
+@dataclass(frozen=True)
+class GateStrictCount(FixedGate):
+    """Compares the sample count with ``>`` instead of ``>=``: opens one sample late."""
+
+    def ready(self, view) -> bool:
+        return view.num_samples > self.buffer_size and covers_budget(view)
+
+
+@mutant("margin-on-pool-cap", component="gate", replaces="token_aware")
+@dataclass(frozen=True)
+class MarginOnPoolCap(TokenAwareGate):
+    """token_aware's margin applied to the pool cap too: opens at ceil((1 + margin) * pool_cap) samples."""
+
+    def ready(self, view) -> bool:
+        if not covers_budget(view):
+            return False
+        if view.num_samples >= math.ceil((1.0 + self.margin) * self.pool_cap):
+            return True
+        return view.tokens >= math.ceil((1.0 + self.margin) * view.budget)
+
+
+@mutant("pool-cap-as-capacity", component="gate", replaces="token_aware")
+@dataclass(frozen=True)
+class PoolCapAsCapacity(TokenAwareGate):
+    """token_aware checks the pool cap before the budget: a full pool opens the gate uncovered."""
+
+    def ready(self, view) -> bool:
+        if view.num_samples >= self.pool_cap:
+            return True
+        return super().ready(view)

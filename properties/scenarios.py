@@ -1,0 +1,143 @@
+"""What a property's examples are made of, and their JSON form.
+
+Plain frozen dataclasses, so a failure is saved as a few lines of JSON (``properties.corpus``)
+and replays exactly, on the target that failed or on any other with the same component:
+
+* ``Sample``: one sample of a packer's stream (id, tokens, physical tokens, source).
+* ``PackerExample``: a packer config, a gate spec, a stream and restore points (the packer and
+  gate properties, ``properties.packer_suite``).
+* ``LoaderScenario``: everything a loader target needs to build one loader, plus the checkpoint
+  schedule (the loader properties, ``properties.loader_suite``).
+* ``SkewScenario``: one epoch of fast-text/slow-video samples for the in_order skew property
+  (``properties.skew_props``).
+
+Each example type has an ``encode_*`` / ``decode_*`` pair: a JSON dict with a ``format`` field
+that names the type, which ``decode_*`` checks (a ValueError for anything else).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dynbsz.config import PackerConfig
+from dynbsz.errors import check_fields
+from dynbsz.workload import SourceSpec, Workload
+
+PACKER_FORMAT = "properties.packer_example/1"
+LOADER_FORMAT = "properties.loader_scenario/1"
+SKEW_FORMAT = "properties.skew_scenario/1"
+
+
+# ---- packers ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sample:
+    id: int
+    tokens: int
+    physical: int | None = None
+    source: str = "text"
+
+
+@dataclass(frozen=True)
+class PackerExample:
+    config: PackerConfig
+    gate: dict[str, Any]
+    stream: tuple[Sample, ...]
+    restore_after: tuple[int, ...] = field(default=())
+
+
+def encode_packer_example(ex: PackerExample) -> dict:
+    return {"format": PACKER_FORMAT, "config": ex.config.to_dict(), "gate": dict(ex.gate),
+            # [id, tokens, physical or null, source]: one short row per sample
+            "stream": [[s.id, s.tokens, s.physical, s.source] for s in ex.stream],
+            "restore_after": list(ex.restore_after)}
+
+
+def decode_packer_example(d: dict) -> PackerExample:
+    if d.get("format") != PACKER_FORMAT:
+        raise ValueError(f"not a packer example (format {d.get('format')!r}, expected {PACKER_FORMAT!r})")
+    return PackerExample(PackerConfig(**d["config"]), dict(d["gate"]),
+                         tuple(Sample(*row) for row in d["stream"]), tuple(d["restore_after"]))
+
+
+# ---- loaders ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoaderScenario:
+    """Everything a loader target needs to build one loader, plus the checkpoint schedule."""
+
+    num_samples: int = 40
+    data_seed: int = 0
+    shuffle_seed: int = 0
+    num_workers: int = 0
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    in_order: bool = True
+    runtime: str = "main"
+    fetch_batch_size: int = 1
+    budget: int = 512
+    buffer_size: int = 4
+    micro_batches_per_step: int = 1
+    warmup_steps: int = 0
+    epochs: int = 2
+    dp_rank: int = 0
+    dp_size: int = 1
+    #: global step counts after which to checkpoint and restore into a fresh loader (0: before the first)
+    checkpoints: tuple[int, ...] = ()
+    #: also checkpoint and restore after every epoch's last step was consumed and its iterator
+    #: ran out, before the next set_epoch (torchdata's end-of-epoch state, meta-pytorch/data#1437)
+    restore_at_epoch_end: bool = False
+    #: text samples cost ``fast_s``, video ``slow_s`` (real sleeps in the dataset)
+    fast_s: float = 0.0005
+    slow_s: float = 0.004
+    video_share: float = 0.2
+
+    def workload(self) -> Workload:
+        return Workload((SourceSpec("text", 1 - self.video_share, median_tokens=self.budget / 6, sigma=0.6,
+                                    cost_base_s=self.fast_s),
+                         SourceSpec("video", self.video_share, median_tokens=self.budget / 2, sigma=0.4,
+                                    cost_base_s=self.slow_s)))
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["checkpoints"] = list(self.checkpoints)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "LoaderScenario":
+        check_fields("LoaderScenario", d, cls)
+        return cls(**{**d, "checkpoints": tuple(d.get("checkpoints", ()))})
+
+
+def encode_loader_scenario(sc: LoaderScenario) -> dict:
+    return {"format": LOADER_FORMAT, "scenario": sc.to_json()}
+
+
+def decode_loader_scenario(d: dict) -> LoaderScenario:
+    if d.get("format") != LOADER_FORMAT:
+        raise ValueError(f"not a loader example (format {d.get('format')!r}, expected {LOADER_FORMAT!r})")
+    return LoaderScenario.from_json(d["scenario"])
+
+
+# ---- in_order skew ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SkewScenario:
+    num_samples: int = 160
+    data_seed: int = 0
+    shuffle_seed: int = 0
+    num_workers: int = 3
+    prefetch_factor: int = 2
+    in_order: bool = False
+    window: int = 32
+
+
+def encode_skew_scenario(sc: SkewScenario) -> dict:
+    return {"format": SKEW_FORMAT, "scenario": dict(vars(sc))}
+
+
+def decode_skew_scenario(d: dict) -> SkewScenario:
+    if d.get("format") != SKEW_FORMAT:
+        raise ValueError(f"not a skew example (format {d.get('format')!r}, expected {SKEW_FORMAT!r})")
+    return SkewScenario(**d["scenario"])
