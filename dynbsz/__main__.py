@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     bl.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
                     help="lognormal sigma of each sample's true cost around the trace's (what estimates cannot know)")
     bl.add_argument("--lookahead", type=int, default=16, help="order='balanced' lookahead")
+    bl.add_argument("--reorder-buffer", type=int, default=64, help="the reorder-buffer row's reorder_buffer")
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
@@ -47,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.samples < 1 or args.workers < 1 or args.prefetch_factor < 1 or args.repeat < 1:
             parser.error("--samples, --workers, --prefetch-factor and --repeat must be >= 1")
-        if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)) or args.lookahead < 0:
-            parser.error("--cost-noise must be a finite number >= 0 and --lookahead an integer >= 0")
+        if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)) or args.lookahead < 0 \
+                or args.reorder_buffer < 1:
+            parser.error("--cost-noise must be a finite number >= 0, --lookahead an integer >= 0 and "
+                         "--reorder-buffer an integer >= 1")
         trace = None
         if args.trace:
             from .workload import Trace
@@ -58,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError) as e:
                 parser.error(f"--trace {args.trace}: {e}")
         rows = bench_loader.run(args.samples, args.workers, args.prefetch_factor, args.seed, args.repeat,
-                                trace=trace, cost_noise=args.cost_noise, lookahead=args.lookahead)
+                                trace=trace, cost_noise=args.cost_noise, lookahead=args.lookahead,
+                                reorder_buffer=args.reorder_buffer)
         if args.json:
             json.dump({"benchmark": "loader", "workers": args.workers, "prefetch_factor": args.prefetch_factor,
-                       "cost_noise": args.cost_noise, "lookahead": args.lookahead, "trace": args.trace,
+                       "cost_noise": args.cost_noise, "lookahead": args.lookahead,
+                       "reorder_buffer": args.reorder_buffer, "trace": args.trace,
                        "rows": bench_loader.rows_to_json(rows)},
                       sys.stdout, indent=2)
             print()

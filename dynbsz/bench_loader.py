@@ -42,6 +42,7 @@ class LoaderBenchRow:
     fraction_of_limit: float
     exactly_once: bool
     max_displacement: int | None = None   # balanced rows: the farthest a sample moved from sampler order
+    reorder_peak: int | None = None       # reorder-buffer rows: most samples held back at once
 
 
 class _ListSampler(Sampler):
@@ -92,7 +93,8 @@ def with_cost_noise(trace: Trace, sigma: float, seed: int) -> Trace:
 
 
 def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
-        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 16) -> list[LoaderBenchRow]:
+        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 16,
+        reorder_buffer: int = 64) -> list[LoaderBenchRow]:
     """Every row on the same dataset, whose samples sleep their true cost: the trace's (the benchmark mix
     by default) with lognormal noise of ``cost_noise``. The balanced rows order the epoch on exact true
     costs, and on a cost model fitted on the trace (which knows each source's cost, not the noise)."""
@@ -122,7 +124,9 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
         def go():
             ld = build_loader(dataset, None, None, config, **kw)
             try:
-                return [sid for step in ld for sid in step.sample_ids]
+                ids = [sid for step in ld for sid in step.sample_ids]
+                peaks.append(ld.reorder_peak)
+                return ids
             finally:
                 ld.close()
         return go
@@ -133,25 +137,28 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
              ("dynbsz balanced in_order=True, exact costs",
               ours(True, meta_fn=_Meta(base, true.cost_s), cost_fn=exact_cost, **balanced)),
              ("dynbsz balanced in_order=True, estimated costs",
-              ours(True, meta_fn=_Meta(base, None), cost_model=model, **balanced))]
+              ours(True, meta_fn=_Meta(base, None), cost_model=model, **balanced)),
+             (f"dynbsz in_order=True, reorder_buffer={reorder_buffer}", ours(True, reorder_buffer=reorder_buffer))]
     position = np.empty(samples, dtype=np.int64)
     position[sampler_order] = np.arange(samples)
     rows = []
     with warnings.catch_warnings(), torchdata_quiet():
         warnings.simplefilter("ignore")
         for name, fn in modes:
+            peaks: list[int] = []
             seconds, ids = _time(fn, repeat)
             moved = int(np.abs(position[np.asarray(ids)] - np.arange(len(ids))).max()) if "balanced" in name else None
             rows.append(LoaderBenchRow(name, samples, seconds, samples / seconds, limit_s / seconds,
-                                       sorted(ids) == list(range(samples)), moved))
+                                       sorted(ids) == list(range(samples)), moved,
+                                       max(peaks) if "reorder_buffer" in name else None))
     return rows
 
 
 def format_table(rows: list[LoaderBenchRow]) -> str:
-    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once", "moved"],
+    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once", "moved", "held"],
                    [[r.mode, r.samples, f"{r.seconds:.3f}", f"{r.samples_per_s:.1f}", pct(r.fraction_of_limit, 1),
-                     "yes" if r.exactly_once else "NO", "-" if r.max_displacement is None else r.max_displacement]
-                    for r in rows])]
+                     "yes" if r.exactly_once else "NO", "-" if r.max_displacement is None else r.max_displacement,
+                     "-" if r.reorder_peak is None else r.reorder_peak] for r in rows])]
     by = {r.mode: r for r in rows}
     ooo, plain = by.get("torchdata in_order=False"), by.get("torchdata in_order=True")
     ours = by.get("dynbsz exactly-once in_order=False")
@@ -159,7 +166,7 @@ def format_table(rows: list[LoaderBenchRow]) -> str:
         lines.append(f"exactly-once out of order runs at {pct(ours.samples_per_s / ooo.samples_per_s, 1)} of plain "
                      "in_order=False (goal: within 5%)")
     for r in rows:
-        if r.max_displacement is not None and ooo and plain:
+        if (r.max_displacement is not None or r.reorder_peak is not None) and ooo and plain:
             lines.append(f"{r.mode}: {ratio(r.samples_per_s / ooo.samples_per_s, 2)} plain in_order=False, "
                          f"{ratio(r.samples_per_s / plain.samples_per_s, 2)} plain in_order=True")
     return "\n".join(lines)

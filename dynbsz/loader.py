@@ -22,6 +22,7 @@ What it adds to a plain ``StatefulDataLoader``:
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -39,6 +40,7 @@ from .loader_config import LoaderConfig
 from .order import DeliveryLedger, loader_order
 from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
 from .packing import pack
+from .sequencer import Sequencer
 from .worker_runtime import WorkerRuntimeLoader
 
 
@@ -53,6 +55,9 @@ class _KeyedDataset(Dataset):
 
     def __getitem__(self, key: tuple) -> tuple:
         epoch, position, index, _ = key
+        if position == PAUSE:
+            time.sleep(PAUSE_S)
+            return key, None
         try:
             sample = self.dataset[index]
         except Exception as e:
@@ -61,19 +66,39 @@ class _KeyedDataset(Dataset):
         return key, sample
 
 
-def _key_batches(epoch: int, order, ledger: DeliveryLedger, refetch: list, size: int) -> Iterator[list]:
+#: Position of a pause key: no sample, a short sleep in the worker. Dispatched instead of new work
+#: while the reorder buffer is full, so early arrivals stop piling up behind a slow sample.
+PAUSE = -2
+PAUSE_S = 0.002
+
+
+def _key_batches(epoch: int, order, ledger: DeliveryLedger, refetch: list, size: int,
+                 hold: Callable[[], bool] | None = None) -> Iterator[list]:
     """Keys still to fetch this epoch, in batches. A free function: the inner loader's iterator
-    keeps this generator, and a generator of a loader method would keep the loader (a cycle)."""
-    for i in range(0, len(refetch), size):
-        yield [(epoch, -1, sid, True) for sid in refetch[i:i + size]]
-    batch = []
-    for p in ledger.remaining(len(order)):
-        batch.append((epoch, p, int(order[p]), False))
-        if len(batch) == size:
+    keeps this generator, and a generator of a loader method would keep the loader (a cycle).
+    While ``hold()`` says so, each dispatch gets a pause instead of the next batch."""
+    def batches() -> Iterator[list]:
+        for i in range(0, len(refetch), size):
+            yield [(epoch, -1, sid, True) for sid in refetch[i:i + size]]
+        batch = []
+        for p in ledger.remaining(len(order)):
+            batch.append((epoch, p, int(order[p]), False))
+            if len(batch) == size:
+                yield batch
+                batch = []
+        if batch:
             yield batch
-            batch = []
-    if batch:
+
+    for batch in batches():
+        while hold is not None and hold():
+            yield [(epoch, PAUSE, -1, False)]
         yield batch
+
+
+def _batch_key(first_key: tuple) -> tuple:
+    """What identifies a batch within an epoch: its first key's position, index and refetch flag."""
+    _, position, index, refetch = first_key
+    return position, index, refetch
 
 
 class _KeyBatches(Sampler):
@@ -92,7 +117,7 @@ class _KeyBatches(Sampler):
     def __iter__(self) -> Iterator[list]:
         owner = self._owner()
         return _key_batches(owner.epoch, owner._rank_order(), owner._ledger, owner._take_refetch(),
-                            owner.config.fetch_batch_size)
+                            owner.config.fetch_batch_size, owner._hold if owner.config.reorder_buffer else None)
 
     def __len__(self) -> int:
         return self._owner()._num_key_batches()
@@ -120,6 +145,7 @@ class DynamicBatchLoader(EpochLoader):
         self._order_cache: tuple[int, Any] | None = None
         self._refetch: list = []       # buffered ids whose payloads must be re-read after a restore
         self._pending_refetch: set = set()
+        self._sequencer: Sequencer | None = None   # reorder_buffer > 0: the running epoch's
 
     # ---- epochs ------------------------------------------------------------------------------
 
@@ -174,8 +200,14 @@ class DynamicBatchLoader(EpochLoader):
         if self._at_max_steps():
             return
         self._pending_refetch = set(self._refetch)
-        self._rank_order()   # a failing cost estimate raises here, not inside torch's iterator set-up
+        order = self._rank_order()   # a failing cost estimate raises here, not inside torch's iterator set-up
+        if self.config.reorder_buffer:
+            # What the sampler will send, in order (a snapshot: the ledger moves as batches are released).
+            self._sequencer = Sequencer(_batch_key(b[0]) for b in _key_batches(
+                self.epoch, order, self._ledger, list(self._refetch), self.config.fetch_batch_size))
         it = iter(self._inner())
+        if self.config.reorder_buffer:
+            it = self._in_sequence(it)
         self._started = True
         if self.packer is None:
             for batch in it:
@@ -200,6 +232,26 @@ class DynamicBatchLoader(EpochLoader):
                 yield from self._emit(pending, partial=True)
         self._finished = True
         self._after_yield = False
+
+    @property
+    def reorder_peak(self) -> int:
+        """Most samples the reorder buffer held at once in the current (or last) epoch's iteration; 0
+        without a reorder buffer. At most about ``reorder_buffer`` plus what was already in flight
+        when the buffer filled (``prefetch_factor * num_workers * fetch_batch_size``)."""
+        return self._sequencer.peak if self._sequencer is not None else 0
+
+    def _hold(self) -> bool:
+        seq = self._sequencer
+        return seq is not None and seq.held >= self.config.reorder_buffer
+
+    def _in_sequence(self, it: Iterator[list]) -> Iterator[list]:
+        """Fetched batches in the sampler's order: out-of-order arrivals wait in the sequencer."""
+        seq = self._sequencer
+        for batch in it:
+            first_key = batch[0][0]
+            if first_key[1] == PAUSE:
+                continue
+            yield from seq.arrive(_batch_key(first_key), batch, len(batch))
 
     def _fresh_items(self, it: Iterator[list]) -> Iterator[list]:
         """The packing loop's items: each fetched batch's fresh samples, marked delivered as they are

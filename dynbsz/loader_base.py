@@ -103,10 +103,11 @@ def torchdata_quiet():
 def inner_loader(dataset: Dataset | IterableDataset, config: LoaderConfig, **kw: Any) -> StatefulDataLoader:
     """The ``StatefulDataLoader`` a runtime runs on, with the knobs of ``config`` (resolved) and
     whatever the runtime adds (its sampler, batch size). Its state is never loaded: dynbsz
-    checkpoints what was delivered, not torchdata's counts."""
+    checkpoints what was delivered, not torchdata's counts. With a reorder buffer torch runs out
+    of order and dynbsz puts the order back (``dynbsz.sequencer``)."""
     kw.update(num_workers=config.num_workers, persistent_workers=config.persistent_workers,
-              in_order=config.in_order, pin_memory=config.pin_memory, timeout=config.timeout_s,
-              collate_fn=identity)
+              in_order=config.in_order and not config.reorder_buffer, pin_memory=config.pin_memory,
+              timeout=config.timeout_s, collate_fn=identity)
     if config.num_workers:
         kw.update(prefetch_factor=config.prefetch_factor, multiprocessing_context=config.start_method)
     with torchdata_quiet():

@@ -47,6 +47,11 @@ class LoaderConfig:
     fetch_batch_size  samples per worker task in the main runtime
     max_steps         stop after this many steps in total (all epochs), None: no limit
     timeout_s         per-batch timeout for worker results (0: wait forever)
+    reorder_buffer    with in_order=True: 0 (default) lets torch keep the order, which ties each dispatch
+                      to a hand-out in strict round robin (one slow sample idles every worker); N > 0
+                      lets torch dispatch out of order and dynbsz restores the sampler's order in the
+                      main process, holding at most about N early samples (main runtime, workers).
+                      The delivered sequence, and so resume, is the same either way.
     order, lookahead, cost_model
                       'sampler' (default) or 'balanced': each epoch's order is then a permutation of
                       the sampler's in which no sample moves more than ``lookahead`` positions,
@@ -81,6 +86,7 @@ class LoaderConfig:
     order: str = "sampler"
     lookahead: int = 16
     cost_model: CostModel | None = None
+    reorder_buffer: int = 0
 
     def __post_init__(self) -> None:
         check_int("num_workers", self.num_workers, minimum=0)
@@ -119,6 +125,14 @@ class LoaderConfig:
                                   "none; set num_workers >= 1 or order='sampler'")
         elif self.cost_model is not None:
             raise ConfigError("cost_model is used by order='balanced' only; set order='balanced' or drop cost_model")
+        check_int("reorder_buffer", self.reorder_buffer, minimum=0)
+        if self.reorder_buffer:
+            problems = [p for p, bad in (("in_order=True", not self.in_order), ("runtime='main'", self.runtime != "main"),
+                                         ("num_workers >= 1", self.num_workers == 0)) if bad]
+            if problems:
+                raise ConfigError(f"reorder_buffer={self.reorder_buffer} restores the sampler's order in the main "
+                                  f"process behind out-of-order workers; it needs {', '.join(problems)} (or set "
+                                  "reorder_buffer=0)")
 
     def gate_context(self) -> dict[str, Any]:
         """Where a gate runs, in ``dynbsz.gates.context_aware``'s terms (dynamic batching on)."""

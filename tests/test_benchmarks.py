@@ -14,7 +14,7 @@ def test_bench_loader_json_reports_every_mode():
     modes = [r["mode"] for r in report["rows"]]
     assert modes == ["torchdata in_order=True", "torchdata in_order=False", "dynbsz in_order=True",
                      "dynbsz exactly-once in_order=False", "dynbsz balanced in_order=True, exact costs",
-                     "dynbsz balanced in_order=True, estimated costs"]
+                     "dynbsz balanced in_order=True, estimated costs", "dynbsz in_order=True, reorder_buffer=64"]
     for r in report["rows"]:
         assert r["exactly_once"] is True
         assert r["samples"] == 40 and r["seconds"] > 0
@@ -23,6 +23,7 @@ def test_bench_loader_json_reports_every_mode():
         # Only the balanced rows move samples, and never farther than the lookahead.
         assert (r["max_displacement"] is None) == ("balanced" not in r["mode"])
         assert r["max_displacement"] is None or 0 < r["max_displacement"] <= 16
+        assert (r["reorder_peak"] is None) == ("reorder_buffer" not in r["mode"])
 
 
 def test_bench_loader_runs_any_trace(tmp_path):
