@@ -1,8 +1,15 @@
 """dynbsz: token-budget dynamic batching (packer, readiness gates, loader) for long-context training."""
 
 from .config import EMPTY_POLICIES, OVERLONG_POLICIES, PackerConfig
-from .errors import (ConfigError, DroppedSampleWarning, DynbszError, EmptySampleError, OverlongSampleError, SampleError,
-                     StateMismatchError)
+from .errors import (
+                     ConfigError,
+                     DroppedSampleWarning,
+                     DynbszError,
+                     EmptySampleError,
+                     OverlongSampleError,
+                     SampleError,
+                     StateMismatchError,
+)
 from .gates import BufferView, FixedGate, Gate, TokenAwareGate, context_aware, covers_budget, resolve_gate
 from .packer import GreedyPacker, MicroBatch, Packer
 from .workload import SourceSpec, Trace, Workload

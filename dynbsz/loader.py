@@ -31,11 +31,18 @@ from torch.utils.data import Dataset, Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
+from .costs import costs_digest, estimate_costs
 from .errors import SampleFetchError
 from .gates import Gate
-from .costs import costs_digest, estimate_costs
-from .loader_base import (EpochLoader, Step, check_cost_source, dataset_identity, default_source, default_tokens,
-                          inner_loader)
+from .loader_base import (
+    EpochLoader,
+    Step,
+    check_cost_source,
+    dataset_identity,
+    default_source,
+    default_tokens,
+    inner_loader,
+)
 from .loader_config import LoaderConfig
 from .order import DeliveryLedger, loader_order
 from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
