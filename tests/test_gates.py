@@ -87,3 +87,37 @@ def test_a_user_gate_is_a_plain_object():
     for i in range(5):
         packer.put(i, 50)
     assert packer.ready()
+
+
+class View:
+    """A BufferView with the figures set by hand, to put a gate exactly on its boundaries."""
+
+    def __init__(self, num_samples, tokens, budget=1000, physical_tokens=None, physical_cap=None):
+        self.num_samples, self.tokens, self.budget = num_samples, tokens, budget
+        self.current_budget = budget
+        self.physical_tokens = tokens if physical_tokens is None else physical_tokens
+        self.physical_cap = physical_cap
+
+
+def test_fixed_gate_boundaries_are_inclusive():
+    gate = FixedGate(5)
+    assert gate.ready(View(5, 1000))            # exactly the minimum, exactly the budget
+    assert not gate.ready(View(4, 1000))        # one sample short
+    assert not gate.ready(View(5, 999))         # one token short
+    assert gate.ready(View(5, 10, physical_tokens=800, physical_cap=800))      # the physical cap covers too
+    assert not gate.ready(View(5, 10, physical_tokens=799, physical_cap=800))
+
+
+def test_token_aware_gate_boundaries_are_inclusive():
+    gate = TokenAwareGate(margin=0.5, pool_cap=10)
+    assert gate.ready(View(2, 1500))            # exactly ceil(1.5 * budget)
+    assert not gate.ready(View(2, 1499))
+    assert gate.ready(View(10, 1000))           # exactly the pool cap, budget exactly covered
+    assert not gate.ready(View(9, 1000))
+    assert not gate.ready(View(10, 999))        # a full pool never opens an uncovered buffer
+    odd = TokenAwareGate(margin=0.3, pool_cap=99)
+    assert odd.ready(View(2, 1300, budget=1000)) and not odd.ready(View(2, 1299, budget=1000))
+    assert odd.ready(View(2, 1302, budget=1001)) and not odd.ready(View(2, 1301, budget=1001))   # ceil(1301.3)
+    capped = TokenAwareGate(margin=1.0, pool_cap=99)   # the margin on the physical cap: 2 x 800
+    assert capped.ready(View(2, 10, physical_tokens=1600, physical_cap=800))
+    assert not capped.ready(View(2, 10, physical_tokens=1599, physical_cap=800))

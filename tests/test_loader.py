@@ -266,3 +266,32 @@ def test_plain_mode_collate_and_pin_memory():
     steps = list(ld)
     assert [len(s.micro_batches[0]) for s in steps] == [4] * 7 + [2]
     assert all(s.data == (sum(s.micro_batches[0].tokens),) for s in steps)
+
+
+class PidDataset(TraceMapDataset):
+    """Each sample records the process that read it, to see which workers served an epoch."""
+
+    def __getitem__(self, index):
+        sample = super().__getitem__(index)
+        sample["pid"] = os.getpid()
+        return sample
+
+
+@pytest.mark.parametrize("runtime", ["main", "worker"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_set_epoch_reaches_persistent_workers_kept_across_epochs(runtime, start_method):
+    """One loader, never closed between epochs: the same worker processes serve every epoch, and
+    each epoch is the order a fresh non-persistent loader gives it (so set_epoch reached them)."""
+    cfg = LoaderConfig(num_workers=2, persistent_workers=True, runtime=runtime, start_method=start_method)
+    ld = loader(cfg, dataset=PidDataset(TRACE))
+    orders, pids = [], []
+    for epoch in range(3):
+        ld.set_epoch(epoch)
+        steps = list(ld)
+        orders.append([sid for s in steps for sid in s.sample_ids])
+        pids.append({p["pid"] for s in steps for mb in s.micro_batches for p in mb.payloads})
+    ld.close()
+    assert len(pids[0]) == 2 and pids[0] == pids[1] == pids[2] and os.getpid() not in pids[0]
+    fresh = [epoch_ids(loader(LoaderConfig(num_workers=2, runtime=runtime)), e) for e in range(3)]
+    assert orders == fresh
+    assert orders[0] != orders[1] != orders[2] != orders[0]
