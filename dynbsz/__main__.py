@@ -18,6 +18,101 @@ def _positive_ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _add_profile(sub) -> None:
+    p = sub.add_parser("profile", help="time every __getitem__ of your map-style dataset in real workers; write the "
+                       "trace (id,tokens,cost_s,source) and the fitted cost model (docs/profile.md)")
+    p.add_argument("--dataset", required=True, metavar="MODULE:FACTORY",
+                   help="a function taking no arguments that returns a map-style dataset")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="samples to profile (default: 1000, or the whole dataset if smaller)")
+    p.add_argument("--seed", type=int, default=None, help="profile a random subset drawn with this seed "
+                   "(default: the first N samples)")
+    p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (0: in this process; "
+                   "default 2); profile with the count you train with, as workers share the CPU")
+    p.add_argument("--start-method", choices=("fork", "spawn", "forkserver"), default=None,
+                   help="workers' multiprocessing start method (default: torch's)")
+    p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                   help="give up when a worker delivers nothing for S seconds (default 0: wait forever)")
+    p.add_argument("--tokens-field", metavar="NAME", help="the field holding a sample's token length (an integer, "
+                   "or token ids counted by their length); default: tokens, else len(input_ids)")
+    p.add_argument("--out", metavar="FILE", help="write the trace here (CSV: id,tokens,cost_s,source); default: "
+                   "write nothing, print the summary")
+    p.add_argument("--cost-model", metavar="FILE", help="write the fitted cost model (JSON, what "
+                   "LoaderConfig(cost_model=...) accepts) here; default: beside --out, trace.csv -> trace.cost.json")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="always draw the progress bar on stderr (default: only on a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _profile(args) -> int:
+    """``python -m dynbsz profile``: 0 when every sample was profiled, 1 at a sample that failed (the rows
+    before it are written), 2 for bad arguments or a dataset factory that fails, 130 on Ctrl-C."""
+    from pathlib import Path
+
+    from . import profile
+    from .errors import ConfigError
+    from .progress import ProgressBar
+
+    try:
+        if args.workers < 0:
+            raise ConfigError(f"--workers must be >= 0, got {args.workers}")
+        if not (math.isfinite(args.timeout) and args.timeout >= 0):
+            raise ConfigError(f"--timeout must be a finite number of seconds >= 0, got {args.timeout}")
+        if args.workers == 0 and (args.timeout or args.start_method):
+            raise ConfigError("--timeout and --start-method apply to worker processes; --workers 0 has none")
+        tokens_fn = profile.FieldTokens(args.tokens_field) if args.tokens_field is not None else profile.default_tokens
+        dataset = profile.load_dataset(args.dataset)
+        n = len(dataset)
+        samples = args.samples if args.samples is not None else min(profile.DEFAULT_SAMPLES, n)
+        if n == 0:
+            raise ConfigError(f"--dataset {args.dataset!r} returned an empty dataset: nothing to profile")
+        indices = profile.choose_indices(n, samples, args.seed)
+        trace_path = args.out
+        model_path = args.cost_model or (str(profile.cost_model_path(args.out)) if args.out else None)
+        for setting, path in (("--out", trace_path), ("--cost-model", model_path)):
+            if path and not Path(path).resolve().parent.is_dir():
+                raise ConfigError(f"{setting} {path}: the directory {Path(path).resolve().parent} does not exist")
+        if trace_path and model_path and Path(trace_path).resolve() == Path(model_path).resolve():
+            raise ConfigError(f"--out and --cost-model name the same file {trace_path}")
+    except ConfigError as e:
+        print(f"profile: {e}", file=sys.stderr)
+        return 2
+    with ProgressBar("profiling", enabled=args.progress) as bar:
+        result = profile.profile_dataset(dataset, indices, workers=args.workers, tokens_fn=tokens_fn,
+                                         on_progress=bar, timeout_s=args.timeout, start_method=args.start_method)
+    written_trace = written_model = None
+    try:
+        if trace_path and len(result.trace):
+            result.trace.to_csv(trace_path)
+            written_trace = trace_path
+        if model_path and result.cost_model is not None:
+            Path(model_path).write_text(json.dumps(result.cost_model.to_dict(), indent=2) + "\n")
+            written_model = model_path
+    except OSError as e:
+        print(f"profile: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(profile.to_json(result, dataset=args.dataset, trace_path=written_trace,
+                                  cost_model_path=written_model), sys.stdout, indent=2)
+        print()
+    elif result.ok:
+        print(profile.format_text(result, args.dataset))
+        for what, path in (("trace", written_trace), ("cost model", written_model)):
+            if path:
+                print(f"{what}: {path}")
+        if not (written_trace or written_model):
+            print("nothing written: pass --out trace.csv to save the trace and trace.cost.json")
+    if result.error is not None:
+        kept = (f"the {len(result.trace)} samples profiled before it are in {written_trace}" if written_trace else
+                f"{len(result.trace)} samples were profiled before it" + ("; pass --out FILE to keep them"
+                                                                          if len(result.trace) else ""))
+        print(f"{result.error.line()} ({kept})", file=sys.stderr)
+        return 130 if result.interrupted else 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dynbsz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     bl.add_argument("--reorder-buffer", type=int, default=64, help="the reorder-buffer row's reorder_buffer")
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)
+    _add_profile(sub)
     args = parser.parse_args(argv)
+    if args.command == "profile":
+        return _profile(args)
 
     if args.command == "bench-loader":
         from . import bench_loader

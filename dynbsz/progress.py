@@ -1,4 +1,5 @@
-"""A minimal progress bar on stderr (no dependency), redrawn at most ten times a second."""
+"""A minimal progress bar on stderr (no dependency), redrawn at most ten times a second; shared by the
+dynbsz and simulator command lines."""
 
 from __future__ import annotations
 

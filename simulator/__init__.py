@@ -15,7 +15,6 @@ The model only supplies *time*: packing and readiness decisions are made by
     fidelity      the real StatefulDataLoader against the model (and the model replayed on its history)
     predict       a training job's data stall and cold start (the GPU job's prediction)
     plot          optional PNG plots (matplotlib)
-    progress      a dependency-free progress bar
     cli           ``python -m simulator run | cold-start | sweep | skew | fidelity``
 
 See docs/simulator.md.

@@ -15,11 +15,11 @@ import sys
 from dataclasses import replace
 
 from dynbsz.errors import ConfigError, DynbszError
+from dynbsz.progress import ProgressBar
 from dynbsz.tables import budget_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
-from .progress import ProgressBar
 
 K = 1024
 
