@@ -7,9 +7,11 @@ processes overlap the way real decoders blocked on I/O or a C library do, and
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
@@ -41,6 +43,18 @@ class TraceMapDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self.trace)
+
+    def fingerprint(self) -> str:
+        """What the samples are (ids, token counts, sources; not decode costs), as a short hash: loader
+        checkpoints carry it, so one made over another trace of the same size is refused."""
+        if getattr(self, "_fingerprint", None) is None:
+            h = hashlib.sha256()
+            for column in (self.trace.ids, self.trace.tokens, self.trace.source):
+                h.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+                h.update(b"|")
+            h.update("\0".join(self.trace.source_names).encode())
+            self._fingerprint = f"trace:{len(self.trace)}:{h.hexdigest()[:16]}"
+        return self._fingerprint
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not 0 <= index < len(self.trace):

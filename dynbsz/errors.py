@@ -35,6 +35,22 @@ class SampleFetchError(DynbszError, RuntimeError):
     """Reading or decoding one sample failed; the message names the sample and the original error."""
 
 
+class CheckpointError(DynbszError, ValueError):
+    """A checkpoint file cannot be used as it is (``dynbsz.checkpoint``); nothing was restored."""
+
+
+class CheckpointTruncatedError(CheckpointError):
+    """The file is shorter than its header says: a write that never finished, or a partial copy."""
+
+
+class CheckpointCorruptError(CheckpointError):
+    """The bytes do not match the digest in the header (or there are bytes after the payload)."""
+
+
+class CheckpointFormatError(CheckpointError):
+    """Not a dynbsz checkpoint, or one in a format version this dynbsz does not read."""
+
+
 class DroppedSampleWarning(UserWarning):
     """Samples are being dropped because a policy says ``drop``; they are counted, never silent."""
 
