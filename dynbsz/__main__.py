@@ -113,6 +113,21 @@ def _profile(args) -> int:
     return 0
 
 
+def _add_chaos(sub) -> None:
+    c = sub.add_parser("chaos", help="kill -9 a small training job at seeded points (between steps, mid-checkpoint, "
+                       "in the epoch-end drain, with batches prefetched), restart it from its last complete "
+                       "checkpoint, and check nothing was lost or repeated (docs/chaos.md)")
+    c.add_argument("--trials", type=int, default=16, help="configurations to run, one trial each (default 16)")
+    c.add_argument("--seed", type=int, default=0, help="draws configurations, kill points and damaged copies")
+    c.add_argument("--kills-per-trial", type=int, default=4, metavar="K", help="kills before the last attempt "
+                   "runs to the end (default 4)")
+    c.add_argument("--work-dir", metavar="DIR", help="keep logs and checkpoints here (default: a temporary "
+                   "directory, removed at the end)")
+    c.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds one attempt may take before it counts as hung (default 120)")
+    c.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dynbsz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -137,7 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)
     _add_profile(sub)
+    _add_chaos(sub)
     args = parser.parse_args(argv)
+    if args.command == "chaos":
+        if args.trials < 1 or args.kills_per_trial < 0 or not args.timeout > 0:
+            parser.error("--trials must be >= 1, --kills-per-trial >= 0 and --timeout > 0")
+        from .chaos import cli as chaos_cli
+
+        return chaos_cli.run(args)
     if args.command == "profile":
         return _profile(args)
 
