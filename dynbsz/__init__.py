@@ -2,21 +2,30 @@
 
 from .config import EMPTY_POLICIES, OVERLONG_POLICIES, PackerConfig
 from .errors import (
-                     ConfigError,
-                     DroppedSampleWarning,
-                     DynbszError,
-                     EmptySampleError,
-                     OverlongSampleError,
-                     SampleError,
-                     StateMismatchError,
+    ConfigError,
+    DroppedSampleWarning,
+    DynbszError,
+    EmptySampleError,
+    OverlongSampleError,
+    SampleError,
+    StateMismatchError,
 )
-from .gates import BufferView, FixedGate, Gate, TokenAwareGate, context_aware, covers_budget, resolve_gate
+from .gates import (
+    BufferView,
+    FixedGate,
+    Gate,
+    TokenAwareGate,
+    WarmupRampGate,
+    context_aware,
+    covers_budget,
+    resolve_gate,
+)
 from .packer import GreedyPacker, MicroBatch, Packer
 from .workload import SourceSpec, Trace, Workload
 
 __all__ = [
-    "BufferView", "ConfigError", "DroppedSampleWarning", "DynbszError", "EMPTY_POLICIES", "EmptySampleError", "FixedGate", "Gate",
-    "GreedyPacker", "MicroBatch", "OVERLONG_POLICIES", "OverlongSampleError", "Packer", "PackerConfig",
-    "SampleError", "SourceSpec", "StateMismatchError", "TokenAwareGate", "Trace", "Workload", "context_aware",
-    "covers_budget", "resolve_gate",
+    "BufferView", "ConfigError", "DroppedSampleWarning", "DynbszError", "EMPTY_POLICIES", "EmptySampleError", "FixedGate",
+    "Gate", "GreedyPacker", "MicroBatch", "OVERLONG_POLICIES", "OverlongSampleError", "Packer", "PackerConfig",
+    "SampleError", "SourceSpec", "StateMismatchError", "TokenAwareGate", "Trace", "WarmupRampGate", "Workload",
+    "context_aware", "covers_budget", "resolve_gate",
 ]

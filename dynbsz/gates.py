@@ -34,6 +34,8 @@ class BufferView(Protocol):
     budget: int             # configured micro-batch token budget (after warm-up: the full budget)
     current_budget: int     # budget of the next cut (smaller during batch-size warm-up)
     physical_cap: int | None
+    step: int               # the optimizer step the next cut belongs to: where training is. A gate may
+                            # read the buffer and the step, never a clock, so a resume stays exact
 
 
 @runtime_checkable
@@ -113,6 +115,50 @@ class TokenAwareGate:
         return {"kind": "token_aware", "margin": float(self.margin), "pool_cap": self.pool_cap}
 
 
+@dataclass(frozen=True)
+class WarmupRampGate:
+    """The seed reviewer's proposal: the small buffer scoped to warm-up, so long-run behaviour is the full one.
+
+    The sample minimum is ``start`` for the first ``hold_steps`` optimizer steps, then grows
+    linearly to ``full`` over ``ramp_steps`` more, then stays at ``full``; like ``FixedGate`` it
+    also waits for the budget to be covered (a minimum, never a capacity). Growing the pool a
+    little per step spreads the refill from ``start`` to ``full`` candidates over many steps
+    instead of one long wait (the seed author's "refilling to 200 costs about 80 minutes").
+
+        minimum(step) = start                                          step <  hold_steps
+                      = ceil(start + (full - start) * (step - hold_steps + 1) / (ramp_steps + 1))
+                                                                       hold_steps <= step < hold_steps + ramp_steps
+                      = full                                           afterwards
+        ready  <=>  num_samples >= minimum(view.step) and covers(budget)
+    """
+
+    start: int = 24
+    full: int = 200
+    hold_steps: int = 0
+    ramp_steps: int = 100
+
+    def __post_init__(self) -> None:
+        check_int("start", self.start, minimum=1)
+        check_int("full", self.full, minimum=self.start)
+        check_int("hold_steps", self.hold_steps, minimum=0)
+        check_int("ramp_steps", self.ramp_steps, minimum=0)
+
+    def minimum(self, step: int) -> int:
+        if step < self.hold_steps:
+            return self.start
+        k = step - self.hold_steps
+        if k >= self.ramp_steps:
+            return self.full
+        return math.ceil(self.start + (self.full - self.start) * (k + 1) / (self.ramp_steps + 1))
+
+    def ready(self, view: BufferView) -> bool:
+        return view.num_samples >= self.minimum(view.step) and covers_budget(view)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "warmup_ramp", "start": self.start, "full": self.full, "hold_steps": self.hold_steps,
+                "ramp_steps": self.ramp_steps}
+
+
 # --- the seed's context-aware policy -------------------------------------------------------
 
 #: (token budget) -> minimum candidates, measured in the seed PR at micro-batch size 1.
@@ -152,7 +198,7 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
     return FixedGate(CONTEXT_AWARE_TABLE[budget], policy="context_aware")
 
 
-GATE_NAMES = ("fixed", "context_aware", "token_aware")
+GATE_NAMES = ("fixed", "context_aware", "token_aware", "warmup_ramp")
 
 
 def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Mapping[str, Any] | None = None,
@@ -184,6 +230,8 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Map
         return FixedGate(**_only(options, "buffer_size", gate))
     if gate == "token_aware":
         return TokenAwareGate(**_only(options, ("margin", "pool_cap"), gate))
+    if gate == "warmup_ramp":
+        return WarmupRampGate(**_only(options, ("start", "full", "hold_steps", "ramp_steps"), gate))
     if budget is None:
         raise ConfigError("gate='context_aware' needs the token budget (budget=...) to resolve")
     opts = _only(options, ("micro_batch_size", "runtime", "count", "modality", "dyn_bsz", "buffer_size"), gate)

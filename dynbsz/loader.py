@@ -138,10 +138,10 @@ class DynamicBatchLoader(EpochLoader):
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(), *, collate_fn: Callable | None = None,
                  tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source,
-                 packer_factory: PackerFactory = GreedyPacker, meta_fn: Callable[[int], dict] | None = None,
-                 cost_fn: Callable[[dict], float] | None = None):
+                 packer_factory: PackerFactory = GreedyPacker, process_group: Any = None,
+                 meta_fn: Callable[[int], dict] | None = None, cost_fn: Callable[[dict], float] | None = None):
         super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
-                         source_fn=source_fn)
+                         source_fn=source_fn, process_group=process_group)
         self._estimate = check_cost_source(self.config, meta_fn, cost_fn)
         self.meta_fn = meta_fn
         self._cost_estimates: np.ndarray | None = None
@@ -325,7 +325,8 @@ def build_loader(dataset: Any, packer_config: PackerConfig | None = None, gate: 
     ``packer_config=None`` gives a plain loader (one fetched batch per step) with the same
     epoch and checkpoint guarantees. Keyword arguments: ``collate_fn``, ``tokens_fn``,
     ``source_fn``, ``packer_factory`` (a ``(PackerConfig, Gate) -> Packer``; default
-    ``GreedyPacker``), and for ``LoaderConfig(order='balanced')`` ``meta_fn`` (index -> dict of
+    ``GreedyPacker``), ``process_group`` (the DP group ``max_tokens`` sums over; default: the
+    world), and for ``LoaderConfig(order='balanced')`` ``meta_fn`` (index -> dict of
     cheap metadata) with ``cost_fn`` (meta -> seconds) unless the config holds a cost model.
     """
     if config.runtime == "worker":

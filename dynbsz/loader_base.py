@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import torch
+import torch.distributed as dist
 from torch.utils.data import Dataset, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -136,6 +138,30 @@ def check_cost_source(config: LoaderConfig, meta_fn: Callable | None,
     return cost_fn if cost_fn is not None else config.cost_model.estimate
 
 
+def check_token_parity(config: LoaderConfig, process_group: Any) -> Any:
+    """The process group whose ranks' token counts ``max_tokens`` sums: it must exist and have
+    ``dp_size`` ranks, or ranks would stop at different steps and hang in their next collective."""
+    if config.max_tokens is None or config.dp_size == 1:
+        return None
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ConfigError(f"max_tokens={config.max_tokens} with dp_size={config.dp_size} sums the tokens every rank "
+                          "trained, through torch.distributed: call torch.distributed.init_process_group() before "
+                          "build_loader (or pass process_group=...), or bound the run with max_steps")
+    size = dist.get_world_size(process_group)
+    if size != config.dp_size:
+        raise ConfigError(f"max_tokens sums token counts over the process group, which has {size} ranks, but "
+                          f"dp_size={config.dp_size}; pass process_group= the data-parallel group")
+    return process_group
+
+
+def all_ranks_sum(value: int, group: Any) -> int:
+    """One all-reduce of an integer over ``group`` (on the GPU under NCCL, which has no CPU tensors)."""
+    device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, group=group)
+    return int(t.item())
+
+
 def state_format(runtime: str) -> str:
     """The name of a runtime's checkpoint format: each runtime writes its own."""
     return f"dynbsz.loader.{runtime}/1"
@@ -184,7 +210,7 @@ class EpochLoader(ABC):
 
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None,
                  config: LoaderConfig, *, collate_fn: Callable | None, tokens_fn: Callable[[Any], int],
-                 source_fn: Callable[[Any], Any]):
+                 source_fn: Callable[[Any], Any], process_group: Any = None):
         """The checks and settings both runtimes share; a subclass runs its own checks first."""
         if config.runtime != self.runtime:
             raise ConfigError(f"{type(self).__name__} is the runtime={self.runtime!r} loader, got "
@@ -212,6 +238,8 @@ class EpochLoader(ABC):
         self.source_fn = source_fn
         self.epoch = 0
         self.steps = 0
+        self.tokens_trained = 0     # all ranks together (max_tokens); this rank's alone without it
+        self._token_group = check_token_parity(self.config, process_group)
         self._started = False
         self._finished = False
         self._after_yield = False      # the last thing that happened was a step handed to the caller
@@ -295,14 +323,26 @@ class EpochLoader(ABC):
     def _before_run(self) -> None:
         """Hook: prepare to continue an epoch whose previous iterator was dropped."""
 
+    @property
+    def stopped(self) -> bool:
+        """The run's bound is reached (``max_steps`` or ``max_tokens``): iterating yields nothing more.
+        The loop for a bounded run: ``while not loader.stopped: for step in loader: ...``."""
+        c = self.config
+        return (c.max_steps is not None and self.steps >= c.max_steps) or \
+            (c.max_tokens is not None and self.tokens_trained >= c.max_tokens)
+
     def _at_max_steps(self) -> bool:
-        return self.config.max_steps is not None and self.steps >= self.config.max_steps
+        return self.stopped
 
     def _emit(self, mbs: list[MicroBatch], partial: bool, datas: list | None = None) -> Iterator[Step]:
         if datas is None and self.collate_fn is not None:
             datas = [self.collate_fn(mb) for mb in mbs]
         step = Step(self.steps, self.epoch, tuple(mbs), tuple(datas) if datas is not None else None, partial)
         self.steps += 1
+        tokens = sum(mb.total_tokens for mb in mbs)
+        if self.config.max_tokens is not None and self.config.dp_size > 1:
+            tokens = all_ranks_sum(tokens, self._token_group)   # every rank, once per step, in step
+        self.tokens_trained += tokens
         self._after_yield = True
         yield step
         self._after_yield = False
@@ -312,8 +352,10 @@ class EpochLoader(ABC):
         check_loader_state(state, self.runtime, self._fingerprint())
         self.close()   # fresh workers, like torchdata: nothing stale survives a restore
         self.epoch, self.steps = state["epoch"], state["steps"]
+        self.tokens_trained = state["tokens_trained"]
         self._started, self._finished = state["started"], state["finished"]
 
     def _state_common(self) -> dict[str, Any]:
         return {"format": state_format(self.runtime), "fingerprint": self._fingerprint(), "epoch": self.epoch,
-                "started": self._started, "finished": self._finished, "steps": self.steps}
+                "started": self._started, "finished": self._finished, "steps": self.steps,
+                "tokens_trained": self.tokens_trained}

@@ -46,6 +46,9 @@ class LoaderConfig:
                       'worker': a packer inside each worker, its buffer in the worker's state
     fetch_batch_size  samples per worker task in the main runtime
     max_steps         stop after this many steps in total (all epochs), None: no limit
+    max_tokens        stop after the step at which the tokens trained, summed over every DP rank
+                      (``torch.distributed`` all-reduce, one per step), reach this count: runs of
+                      different policies compare at equal training. None: no limit
     timeout_s         per-batch timeout for worker results (0: wait forever)
     reorder_buffer    with in_order=True: 0 (default) lets torch keep the order, which ties each dispatch
                       to a hand-out in strict round robin (one slow sample idles every worker); N > 0
@@ -79,6 +82,7 @@ class LoaderConfig:
     fetch_batch_size: int = 1
     start_method: str | None = None
     max_steps: int | None = None
+    max_tokens: int | None = None
     timeout_s: float = 0.0
     token_count: str = "total"
     modality: str = "text"
@@ -106,6 +110,8 @@ class LoaderConfig:
         check_choice("start_method", self.start_method, START_METHODS)
         if self.max_steps is not None:
             check_int("max_steps", self.max_steps, minimum=1)
+        if self.max_tokens is not None:
+            check_int("max_tokens", self.max_tokens, minimum=1)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or self.timeout_s < 0:
             raise ConfigError(f"timeout_s must be a number of seconds >= 0, got {self.timeout_s!r}")
         check_choice("token_count", self.token_count, TOKEN_COUNTS)

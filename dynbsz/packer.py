@@ -116,6 +116,7 @@ class GreedyPacker:
         self.tokens = 0
         self.physical_tokens = 0
         self.cuts = 0
+        self.step = 0   # the optimizer step the next cut belongs to (BufferView.step)
         self.current_budget = self._budget_for(0)
         # Dropped samples, by reason. Counted, warned about once, and part of the checkpoint.
         self.dropped: dict[str, list] = {"overlong": [], "empty": []}
@@ -244,6 +245,7 @@ class GreedyPacker:
         warm-up schedule keeps counting the loader's steps."""
         mbps = self.config.micro_batches_per_step
         self.cuts = -(-self.cuts // mbps) * mbps
+        self.step = self.cuts // mbps
         if self.config.warmup_steps:
             self.current_budget = self._budget_for(self.cuts)
 
@@ -289,6 +291,7 @@ class GreedyPacker:
             self._n_lone -= 1
         index = self.cuts
         self.cuts = index + 1
+        self.step = self.cuts // self.config.micro_batches_per_step
         if self.config.warmup_steps:
             self.current_budget = self._budget_for(index + 1)
         return MicroBatch(tuple(ids), tuple(tok_l), tuple(phy_l), sources, payloads,
@@ -394,6 +397,7 @@ class GreedyPacker:
             self.physical_tokens += phy
             self._n_lone += tok == 0
         self.cuts = state["cuts"]
+        self.step = self.cuts // self.config.micro_batches_per_step
         self.current_budget = self._budget_for(self.cuts)
         self.dropped = {k: list(v) for k, v in state["dropped"].items()}
         if "gate_state" in state:

@@ -123,7 +123,7 @@ class WorkerRuntimeLoader(EpochLoader):
     def __init__(self, dataset: Any, packer_config: PackerConfig | None, gate: Gate | str | None = None,
                  config: LoaderConfig = LoaderConfig(runtime="worker"), *, collate_fn: Callable | None = None,
                  tokens_fn: Callable[[Any], int] = default_tokens, source_fn: Callable[[Any], Any] = default_source,
-                 packer_factory: PackerFactory = GreedyPacker):
+                 packer_factory: PackerFactory = GreedyPacker, process_group: Any = None):
         if packer_config is None:
             raise ConfigError("runtime='worker' packs inside the workers and needs a PackerConfig; for a plain "
                               "loader use runtime='main' with packer_config=None")
@@ -133,7 +133,7 @@ class WorkerRuntimeLoader(EpochLoader):
         if config.fetch_batch_size != 1:
             raise ConfigError("fetch_batch_size applies to runtime='main' only; a worker hands over micro-batches")
         super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
-                         source_fn=source_fn)
+                         source_fn=source_fn, process_group=process_group)
         self.packer_factory = packer_factory
         self.num_streams = max(1, self.config.num_workers)
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [epoch, generation]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dynbsz import ConfigError, FixedGate, GreedyPacker, PackerConfig, TokenAwareGate, context_aware, resolve_gate
+from dynbsz import (ConfigError, FixedGate, GreedyPacker, PackerConfig, TokenAwareGate, WarmupRampGate, context_aware,
+                    resolve_gate)
 
 K = 1024
 
@@ -97,6 +98,7 @@ class View:
         self.current_budget = budget
         self.physical_tokens = tokens if physical_tokens is None else physical_tokens
         self.physical_cap = physical_cap
+        self.step = 0
 
 
 def test_fixed_gate_boundaries_are_inclusive():
@@ -121,3 +123,50 @@ def test_token_aware_gate_boundaries_are_inclusive():
     capped = TokenAwareGate(margin=1.0, pool_cap=99)   # the margin on the physical cap: 2 x 800
     assert capped.ready(View(2, 10, physical_tokens=1600, physical_cap=800))
     assert not capped.ready(View(2, 10, physical_tokens=1599, physical_cap=800))
+
+
+def test_warmup_ramp_minimum_holds_ramps_in_small_steps_and_ends_full():
+    gate = WarmupRampGate(start=24, full=200, hold_steps=3, ramp_steps=10)
+    mins = [gate.minimum(s) for s in range(20)]
+    assert mins[:3] == [24, 24, 24]
+    assert mins[13:] == [200] * 7
+    ramp = mins[2:14]
+    assert all(b >= a for a, b in zip(ramp, ramp[1:]))                 # never shrinks
+    assert max(b - a for a, b in zip(ramp, ramp[1:])) <= -(-176 // 11)  # no single 176-candidate wait
+    assert WarmupRampGate(8, 8, 0, 0).minimum(0) == 8 and WarmupRampGate(1, 9, 0, 0).minimum(0) == 9
+
+
+def test_warmup_ramp_reads_the_step_and_is_a_minimum():
+    gate = WarmupRampGate(start=2, full=6, hold_steps=1, ramp_steps=0)
+    view = View(2, 1000)
+    view.step = 0
+    assert gate.ready(view)
+    view.step = 1
+    assert not gate.ready(view)                      # full minimum from step 1
+    full = View(6, 1000)
+    full.step = 1
+    assert gate.ready(full) and not gate.ready(View(6, 999))   # the budget must still be covered
+
+
+def test_packer_view_carries_the_step_through_a_restore():
+    cfg = PackerConfig(budget=100, micro_batches_per_step=2)
+    packer = GreedyPacker(cfg, WarmupRampGate(start=1, full=5, hold_steps=2, ramp_steps=0))
+    steps_seen = []
+    for i in range(40):
+        packer.put(i, 60)
+        if packer.ready():
+            steps_seen.append(packer.step)
+            packer.cut()
+    assert steps_seen[:4] == [0, 0, 1, 1] and packer.step == packer.cuts // 2
+    restored = GreedyPacker(cfg, WarmupRampGate(start=1, full=5, hold_steps=2, ramp_steps=0))
+    restored.load_state_dict(packer.state_dict())
+    assert restored.step == packer.step
+    packer.start_new_step()
+    assert packer.step == -(-restored.cuts // 2)
+
+
+def test_warmup_ramp_resolves_by_name_and_spec():
+    gate = resolve_gate("warmup_ramp", start=8, full=64, hold_steps=5, ramp_steps=20)
+    assert gate == WarmupRampGate(8, 64, 5, 20) and resolve_gate(gate.spec()) == gate
+    with pytest.raises(ConfigError, match="full"):
+        WarmupRampGate(start=30, full=20)
