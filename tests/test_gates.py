@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from dynbsz import (ConfigError, FixedGate, GreedyPacker, PackerConfig, TokenAwareGate, WarmupRampGate, context_aware,
-                    resolve_gate)
+from dynbsz import (
+    ConfigError,
+    FixedGate,
+    GreedyPacker,
+    PackerConfig,
+    TokenAwareGate,
+    WarmupRampGate,
+    context_aware,
+    resolve_gate,
+)
 
 K = 1024
 
