@@ -6,8 +6,17 @@ import json
 
 import pytest
 
-from dynbsz import (ConfigError, EmptySampleError, FixedGate, GreedyPacker, OverlongSampleError, PackerConfig,
-                    SampleError, StateMismatchError, TokenAwareGate)
+from dynbsz import (
+    ConfigError,
+    EmptySampleError,
+    FixedGate,
+    GreedyPacker,
+    OverlongSampleError,
+    PackerConfig,
+    SampleError,
+    StateMismatchError,
+    TokenAwareGate,
+)
 
 
 @pytest.mark.parametrize("kwargs, setting", [
