@@ -67,10 +67,10 @@ def dyn_cases(draw):
     tokens = draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
     costs = draw(st.lists(st.sampled_from([0.0, 0.01, 0.05, 0.2]), min_size=n, max_size=n))
     trace = Trace(np.arange(n, dtype=np.int64), np.array(tokens, dtype=np.int64), np.array(costs),
-    np.array([i % 2 for i in range(n)], dtype=np.int64), ("text", "video"))
+                  np.array([i % 2 for i in range(n)], dtype=np.int64), ("text", "video"))
     nw = draw(st.integers(0, 3))
     loader = LoaderModelConfig(num_workers=nw, prefetch_factor=draw(st.integers(1, 3)) if nw else None,
-    batch_size=draw(st.integers(1, 3)), in_order=draw(st.booleans()))
+                               batch_size=draw(st.integers(1, 3)), in_order=draw(st.booleans()))
     gate_kind = draw(st.sampled_from(["fixed", "token", "user"]))
     budget = draw(st.integers(50, 300))
     return trace, loader, budget, gate_kind, StepTime(draw(st.sampled_from([0.0, 0.03])))
@@ -119,7 +119,7 @@ def test_cold_start_is_linear_in_candidates_with_one_decode_in_flight():
     trace = truncate(trace, 512 * K)
     for buffer in (8, 24, 200):
         rank = run_rank(trace, PackerConfig(512 * K), FixedGate(buffer), LoaderModelConfig(num_workers=1),
-    max_cuts=1)
+                        max_cuts=1)
         n = rank.candidates_before_first
         assert n >= buffer
         assert rank.ready_s == pytest.approx(trace.cost_s[:n].sum())
@@ -260,7 +260,7 @@ def test_simulated_micro_batches_equal_the_real_loaders_over_epochs(workers, fet
     epochs = 3
     n = 41   # prime: epochs end mid-step and mid-fetch-batch
     trace = Workload((SourceSpec("text", 0.7, median_tokens=40, sigma=0.8, cost_base_s=0.0),
-    SourceSpec("video", 0.3, median_tokens=150, sigma=0.4, cost_base_s=0.0))).sample(n, 5)
+                      SourceSpec("video", 0.3, median_tokens=150, sigma=0.4, cost_base_s=0.0))).sample(n, 5)
     trace = Trace(np.arange(n, dtype=np.int64), trace.tokens, trace.cost_s, trace.source, trace.source_names)
     packer_cfg = PackerConfig(budget=256, micro_batches_per_step=mbps, warmup_steps=warmup, warmup_init_tokens=64)
     cfg = LoaderConfig(num_workers=workers, persistent_workers=persistent, fetch_batch_size=fetch, seed=7)
@@ -292,7 +292,7 @@ def test_simulated_micro_batches_equal_the_real_loaders_over_epochs(workers, fet
                 yield mb
 
     sim = run_rank(trace, packer_cfg, gate, LoaderModelConfig.for_loader(cfg), epochs=epochs,
-    packer_factory=Recording)
+                   packer_factory=Recording)
     assert seen == real
     assert list(sim.ids) == [r[0] for r in real]
     assert sorted(i for ids in sim.ids for i in ids) == sorted(list(range(n)) * epochs)
