@@ -6,13 +6,16 @@ The model only supplies *time*: packing and readiness decisions are made by
     engine        the clock and event queue
     config        LoaderModelConfig (torch's knobs), StepTime (the consumer)
     loader_model  torch / torchdata dispatch and hand-out rules: LoaderModel, simulate
+    bridge        a dynbsz loader in the model: its epoch order (dynbsz.order.loader_order, balanced
+                  included) as the model's sampler, cost estimates kept apart from the durations
     dynbatch      main-process dynamic batching over the model: run_rank
     metrics       pure functions: cold start, throughput, stall, fill, source share, displacement
     workloads     the calibrated seed workload, a text/video mixture, a prefix-stable stream
     gatespec      gate specifications: fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY
     study         the cold-start study and gate sweeps, calibrated on the seed PR
-    skew          in_order=True vs False on uneven costs
-    fidelity      the real StatefulDataLoader against the model (and the model replayed on its history)
+    skew          in_order=True vs False vs dynbsz's balanced order on uneven costs
+    fidelity      the real StatefulDataLoader and dynbsz's balanced loader against the model (and the
+                  model replayed on its history)
     predict       a training job's data stall and cold start (the GPU job's prediction)
     plot          optional PNG plots (matplotlib)
     cli           ``python -m simulator run | cold-start | sweep | skew | fidelity``

@@ -313,6 +313,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_skew(args) -> int:
     from . import skew
+    from .loader_model import physical_bound_s
     from .workloads import get_workload
 
     if args.trace:
@@ -327,34 +328,49 @@ def cmd_skew(args) -> int:
         from .plot import check_path
 
         check_path(args.plot)
-    results = skew.compare_orders(trace, loader, _step_from(args), args.window)
-    names = trace.source_names
+    step = _step_from(args)
+    found = skew.study(trace, loader, step, args.window, cost_noise=args.cost_noise, lookahead=args.lookahead,
+                       seed=args.seed, balanced=not args.no_balanced)
+    results, names = found.results, trace.source_names
     if args.plot:
         from .plot import skew as plot_skew
 
         plot_skew(results, names, args.window, args.plot)
+    lookahead_ok = all(r.max_displacement <= r.lookahead for r in found.balanced)
+    bound = physical_bound_s(found.true, loader)
     if args.json:
         _emit_json(_clean({"samples": len(trace), "window_steps": args.window, "loader": loader.__dict__,
-                           "results": [r.to_json(names) for r in results]}))
+                           "results": [r.to_json(names) for r in found.plain],
+                           "balanced": [r.to_json(names) for r in found.balanced],
+                           "cost_noise": found.cost_noise, "lookahead": found.lookahead, "seed": args.seed,
+                           "lookahead_ok": lookahead_ok, "physical_bound_s": bound}))
         return 0
     print(f"{len(trace)} samples ({', '.join(f'{n} {s:.0%}' for n, s in zip(names, results[0].overall))}); "
           f"num_workers={loader.num_workers} prefetch_factor={loader.prefetch} batch_size={loader.batch_size}; "
-          f"windows of {args.window} steps")
-    from .loader_model import physical_bound_s
-
+          f"windows of {args.window} steps; true costs: the trace's x lognormal noise sigma {found.cost_noise:g} "
+          f"(seed {args.seed})")
     rows = []
     for r in results:
-        rows.append([str(r.in_order), secs(r.makespan_s), secs(r.throughput), pct(r.stall_fraction),
-                     secs(r.cold_start_s), f"{r.shift:.3f}", f"{r.skew:.3f}", f"{r.displacement['mean']:.1f}",
-                     f"{r.displacement['max']:.0f}"])
-    print(table(["in_order", "makespan (s)", "samples/s", "stall", "first batch (s)", "share shift",
-                 "share vs mix", "mean displ.", "max displ."], rows))
-    print(f"\nphysical bound (total cost / workers): {secs(physical_bound_s(trace, loader))} s; share shift: "
-          "largest change of a source's share in a window against sampler order (the loader's skew); "
-          "share vs mix: against the overall mix (includes the data's own noise)")
+        order = "sampler" if r.order == "sampler" else f"balanced {r.costs}"
+        rows.append([str(r.in_order), order, secs(r.makespan_s), secs(r.throughput), pct(r.fraction_of_limit, 1),
+                     pct(r.stall_fraction), secs(r.cold_start_s), f"{r.shift:.3f}", f"{r.skew:.3f}",
+                     f"{r.displacement['mean']:.1f}", f"{r.displacement['max']:.0f}"])
+    print(table(["in_order", "order", "makespan (s)", "samples/s", "of limit", "stall", "first batch (s)",
+                 "share shift", "share vs mix", "mean displ.", "max displ."], rows))
+    print(f"\nphysical bound (total cost / workers): {secs(bound)} s; of limit: that "
+          "bound or the consumer's total step time, whichever is longer, over the makespan; share shift: largest "
+          "change of a source's share in a window against sampler order (the loader's skew); share vs mix: "
+          "against the overall mix (includes the data's own noise)")
+    if found.balanced:
+        worst = max(r.max_displacement for r in found.balanced)
+        print(f"balanced (dynbsz.order.loader_order, in_order=True, lookahead {found.lookahead}): exact costs are "
+              "the true ones; estimated costs a CostModel fitted on the trace (tokens, source); largest "
+              f"displacement {worst} {'<=' if lookahead_ok else 'EXCEEDS'} lookahead {found.lookahead}")
+    elif not args.no_balanced:
+        print("balanced: not run, it needs workers (--workers >= 1)")
     if args.plot:
         print(f"\nplot written to {args.plot}")
-    return 0
+    return 0 if lookahead_ok else 1
 
 
 # ---- fidelity ----------------------------------------------------------------------------------------
@@ -377,14 +393,20 @@ def cmd_fidelity(args) -> int:
     else:
         rows = [[r.case.label, "yes" if r.order_exact else "no", r.near_ties, f"{r.max_gap_s * 1e3:.1f}",
                  secs(r.real_makespan_s), secs(r.model_makespan_s), pct(r.makespan_error, 1),
+                 pct(r.real_fraction_of_limit, 1), pct(r.model_fraction_of_limit, 1),
                  "yes" if r.ok else "NO"] for r in results]
-        print(table(["case", "order exact", "near ties", "max gap ms", "real s", "model s", "makespan err", "ok"],
-                    rows, "lrrrrrrl"))
+        print(table(["case", "order exact", "near ties", "max gap ms", "real s", "model s", "makespan err",
+                     "real of limit", "model of limit", "ok"], rows, "lrrrrrrrrl"))
         print(f"\nper-task overhead measured on a separate trace: {overhead * 1e3:.2f} ms")
         print(f"worst makespan error {100 * summary['worst_makespan_error']:.1f}% ({summary['worst_makespan_case']});"
               f" in_order=True exact: {summary['in_order_true_exact']}; in_order=False: largest overridden "
               f"predicted gap {summary['worst_near_tie_gap_s'] * 1e3:.1f} ms (jitter tolerance "
               f"{summary['tolerance_s'] * 1e3:g} ms)")
+        if summary["balanced_cases"]:
+            print(f"dynbsz order='balanced' (build_loader vs the model on dynbsz's order): order and workers exact: "
+                  f"{summary['balanced_exact']}; worst makespan error "
+                  f"{100 * summary['worst_balanced_makespan_error']:.1f}%; of limit = total cost / workers over the "
+                  "makespan")
     return 0 if summary["all_ok"] else 1
 
 
@@ -418,20 +440,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_study(s, ())
     s.set_defaults(func=cmd_sweep)
 
-    k = sub.add_parser("skew", help="in_order=True vs False on uneven costs: source share, displacement")
+    k = sub.add_parser("skew", help="in_order=True vs False vs dynbsz's balanced order on uneven costs: "
+                       "throughput, source share, displacement")
     k.add_argument("--trace", metavar="FILE", help="CSV trace (default: a generated text/video mixture)")
-    k.add_argument("--workload", default="text_video", help="generated workload: text_video or seed_text")
+    k.add_argument("--workload", default="text_video",
+                   help="generated workload: text_video, bench_mix (bench-loader's) or seed_text")
     k.add_argument("--samples", type=int, default=20_000)
-    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--seed", type=int, default=0, help="seed of the generated trace and of the cost noise")
     k.add_argument("--window", type=int, default=50, help="steps per share window")
+    k.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
+                   help="true costs are the trace's times a lognormal factor of this sigma (default 0.3, as "
+                   "bench-loader; 0: the trace's costs are true); the estimated balanced order cannot see it")
+    k.add_argument("--lookahead", type=int, default=16, metavar="L",
+                   help="balanced order: no sample moves more than L places (default 16)")
+    k.add_argument("--no-balanced", action="store_true", help="only in_order=True and False")
     k.add_argument("--plot", metavar="FILE.png")
     _add_loader(k, workers=4, batch=1, in_order=None)
     k.set_defaults(step_time=0.01)
     _add_common(k)
     k.set_defaults(func=cmd_skew)
 
-    f = sub.add_parser("fidelity", help="the real StatefulDataLoader (sleep costs) against the model")
-    f.add_argument("--quick", action="store_true", help="four cases instead of twelve")
+    f = sub.add_parser("fidelity", help="the real StatefulDataLoader and dynbsz's balanced loader (sleep costs) "
+                       "against the model")
+    f.add_argument("--quick", action="store_true",
+                   help="five cases (one of them dynbsz's balanced order) instead of fifteen")
     f.add_argument("--tolerance-ms", type=float, default=6.0, help="scheduling jitter bound for near-ties")
     f.add_argument("--overhead-ms", type=float, default=None,
                    help="per-task worker overhead to model (default: measured first on a near-zero-cost trace)")

@@ -99,14 +99,33 @@ class LoaderModelConfig:
                 check_int("shard size", s, minimum=0)
 
     @classmethod
-    def for_loader(cls, config: Any, **timing: Any) -> "LoaderModelConfig":
-        """The model of a dynbsz loader (``dynbsz.loader_config.LoaderConfig``, main runtime):
-        same knobs, map-style, the same (seed, epoch) order; ``timing`` sets the model-only fields
-        (``worker_startup_s``, ``task_overhead_s``, ``result_latency_s``)."""
+    def for_loader(cls, config: Any, *, sampler: bool = True, **timing: Any) -> "LoaderModelConfig":
+        """The model of a dynbsz loader (``dynbsz.loader_config.LoaderConfig``, main runtime): same
+        knobs, map-style; ``timing`` sets the model-only fields (``worker_startup_s``,
+        ``task_overhead_s``, ``result_latency_s``).
+
+        ``sampler=True``: the model's own sampler reads the loader's (seed, epoch) order, which it
+        can for one rank in sampler order; a DP rank's share or ``order='balanced'`` is refused
+        rather than modelled wrong. ``sampler=False``: the scheduling knobs alone, for a model
+        whose order comes from dynbsz (``simulator.bridge.LoaderOrder`` as ``order_fn``; or
+        ``simulator.bridge.simulate_loader``, which does both).
+        """
+        if config.runtime != "main":
+            raise ConfigError(f"runtime={config.runtime!r}: the model covers the main runtime (the packer in the main "
+                              "process); model a worker-runtime job with simulator.predict")
+        if getattr(config, "reorder_buffer", 0):
+            raise ConfigError(f"reorder_buffer={config.reorder_buffer} (torch out of order, the order restored in the "
+                              "main process) is not modelled; model the loader with reorder_buffer=0")
+        if sampler and (config.order != "sampler" or config.dp_size != 1):
+            raise ConfigError(f"the model's own sampler cannot read order={config.order!r} with dp_size="
+                              f"{config.dp_size}; give the model dynbsz's order instead: "
+                              "simulator.bridge.simulate_loader(trace, config, estimates=...), or "
+                              "for_loader(config, sampler=False) with order_fn=simulator.bridge.LoaderOrder(...)")
+        shuffle_seed = config.seed if sampler and config.shuffle else None
         return cls(num_workers=config.num_workers, prefetch_factor=config.prefetch_factor if config.num_workers else None,
                    batch_size=config.fetch_batch_size, in_order=config.in_order,
                    persistent_workers=config.persistent_workers and config.num_workers > 0,
-                   shuffle_seed=config.seed if config.shuffle else None, **timing)
+                   shuffle_seed=shuffle_seed, **timing)
 
     @property
     def prefetch(self) -> int:

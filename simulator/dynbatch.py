@@ -28,7 +28,7 @@ from dynbsz.packing import pack
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
-from .loader_model import LoaderModel, LoaderRun
+from .loader_model import LoaderModel, LoaderRun, OrderFn
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,21 @@ class RankRun:
 
 def run_rank(trace: Trace, packer_config: PackerConfig, gate: Gate, loader: LoaderModelConfig,
              step: StepTime = StepTime(), *, max_cuts: int | None = None, epochs: int = 1, rank: int = 0,
-             packer_factory: PackerFactory = GreedyPacker) -> RankRun:
+             packer_factory: PackerFactory = GreedyPacker, order_fn: OrderFn | None = None) -> RankRun:
     """Feed ``trace`` (this rank's samples in trace order) through the modelled loader into a real packer.
 
     Each epoch runs ``dynbsz.packing.pack`` exactly as the loader does: the modelled loader
     hands out the fetched items lazily, at the times it would, and the buffer is drained at the
     end of every epoch; a partial optimizer step at an epoch's end is closed there, as the
     loader closes it. Stops after ``max_cuts`` gated micro-batches if given (the rest of the
-    stream is never fetched, as in a job that stops), else runs ``epochs`` epochs.
+    stream is never fetched, as in a job that stops), else runs ``epochs`` epochs. ``order_fn``: the
+    loader's epoch order, if not the model config's sampler (``LoaderModel``; ``bridge.LoaderOrder``).
     """
     if max_cuts is not None:
         check_int("max_cuts", max_cuts, minimum=1)
     check_int("epochs", epochs, minimum=1)
     packer = packer_factory(packer_config, gate)
-    model = LoaderModel(trace.cost_s, loader, tokens=trace.tokens)
+    model = LoaderModel(trace.cost_s, loader, tokens=trace.tokens, order_fn=order_fn)
     ids = trace.ids.tolist()
     toks = trace.tokens.tolist()
     names = trace.source_names

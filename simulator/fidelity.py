@@ -24,6 +24,18 @@ on both sides. The model's one machine-dependent input, the per-task overhead
 (queue round trip, collate, pickling, sleep overshoot: a fraction of a
 millisecond, but it accumulates per worker), is measured first on a separate
 near-zero-cost trace (``measure_overhead``), never fitted to the cases compared.
+
+**dynbsz's balanced order** (``FidelityCase(order='balanced')``): the real loader is
+``dynbsz.loader.build_loader`` with ``LoaderConfig(order='balanced')``, no packer, its
+cost estimates exact (a ``cost_fn`` reading each sample's true cost) or from a
+``dynbsz.costs.CostModel`` fitted on the trace (in the config, applied to tokens and
+source); the model runs the same order (``bridge.LoaderOrder``: ``dynbsz.order.loader_order``
+on the same estimates, checked equal to the loader's) with the trace's costs as
+durations. Its workers are persistent and it is timed in epoch 1, from the first
+``next()``, after a warm-up epoch 0 started them (the dynbsz loader starts its inner
+iterator lazily, so there is no "iter() returned" moment to time from). It is
+in_order=True, so the hand-out order and the worker of every batch must equal the
+model's exactly, as for in_order=True above.
 """
 
 from __future__ import annotations
@@ -36,12 +48,15 @@ from heapq import heapify
 
 import numpy as np
 
-from dynbsz.errors import check_int
+from dynbsz.costs import CostModel
+from dynbsz.errors import check_choice, check_int
+from dynbsz.loader_config import LoaderConfig
 from dynbsz.workload import SourceSpec, Trace, Workload
 
+from .bridge import LoaderOrder, TraceMeta, exact_cost, trace_estimates
 from .config import LoaderModelConfig, StepTime, check_seconds
 from .engine import EventQueue
-from .loader_model import LoaderModel, simulate
+from .loader_model import LoaderModel, OrderFn, physical_bound_s, simulate
 
 #: Millisecond-scale text/video mixture: cheap text, video ten times slower.
 FIDELITY_WORKLOAD = Workload((
@@ -63,24 +78,51 @@ class FidelityCase:
     prefetch_factor: int = 2
     in_order: bool = True
     step_s: float = 0.0
+    order: str = "sampler"        # 'balanced': dynbsz's build_loader with LoaderConfig(order='balanced')
+    costs: str = "exact"          # balanced: ordered on the true costs, or 'estimated' by a fitted CostModel
+    lookahead: int = 8
 
     def __post_init__(self) -> None:
         check_int("seed", self.seed, minimum=0)
         check_int("samples", self.samples, minimum=1)
         check_seconds("step_s", self.step_s)
+        check_choice("order", self.order, ("sampler", "balanced"))
+        check_choice("costs", self.costs, ("exact", "estimated"))
+        if self.order == "balanced":
+            if not self.in_order:
+                raise ValueError("order='balanced' is an in_order=True order")
+            self.loader_config()  # dynbsz validates it (workers, prefetch, lookahead)
         self.loader()  # validates the rest
 
     def loader(self, task_overhead_s: float = 0.0) -> LoaderModelConfig:
+        if self.order == "balanced":
+            return LoaderModelConfig.for_loader(self.loader_config(), sampler=False, task_overhead_s=task_overhead_s)
         return LoaderModelConfig(num_workers=self.num_workers, prefetch_factor=self.prefetch_factor,
                                  batch_size=self.batch_size, in_order=self.in_order, task_overhead_s=task_overhead_s)
+
+    def loader_config(self) -> LoaderConfig:
+        """The dynbsz loader of a balanced case: persistent workers (timed after a warm-up epoch), the
+        (seed, epoch) order balanced on the estimates (a fitted CostModel in the config, if 'estimated')."""
+        model = CostModel.fit(self.trace()) if self.costs == "estimated" else None
+        return LoaderConfig(num_workers=self.num_workers, prefetch_factor=self.prefetch_factor,
+                            fetch_batch_size=self.batch_size, in_order=True, persistent_workers=True, seed=self.seed,
+                            order="balanced", lookahead=self.lookahead, cost_model=model)
+
+    def estimates(self, trace: Trace) -> np.ndarray:
+        """What the balanced loader orders on: the true costs, or the fitted cost model's estimates."""
+        config = self.loader_config()
+        return trace.cost_s if config.cost_model is None else trace_estimates(trace, config.cost_model)
 
     def trace(self) -> Trace:
         return FIDELITY_WORKLOAD.sample(self.samples, self.seed)
 
     @property
     def label(self) -> str:
-        return (f"seed={self.seed} nw={self.num_workers} pf={self.prefetch_factor} bs={self.batch_size} "
-                f"in_order={self.in_order} step={self.step_s * 1e3:g}ms")
+        label = (f"seed={self.seed} nw={self.num_workers} pf={self.prefetch_factor} bs={self.batch_size} "
+                 f"in_order={self.in_order} step={self.step_s * 1e3:g}ms")
+        if self.order == "balanced":
+            label += f" balanced({self.costs} costs, L={self.lookahead})"
+        return label
 
 
 @dataclass(frozen=True)
@@ -109,6 +151,15 @@ class FidelityResult:
     replay_makespan_s: float      # the replay that followed the real near-tie resolutions
     max_time_dev_s: float         # conditioned replay vs real hand-out times, worst batch
     tolerance_s: float
+    limit_s: float = float("nan")  # total cost / workers: the physical limit on the makespan
+
+    @property
+    def real_fraction_of_limit(self) -> float:
+        return self.limit_s / self.real_makespan_s
+
+    @property
+    def model_fraction_of_limit(self) -> float:
+        return self.limit_s / self.model_makespan_s
 
     @property
     def makespan_error(self) -> float:
@@ -140,7 +191,8 @@ class FidelityResult:
         d["case"] = asdict(self.case)
         d.update(label=self.case.label, makespan_error=self.makespan_error,
                  replay_makespan_error=self.replay_makespan_error, order_ok=self.order_ok,
-                 makespan_ok=self.makespan_ok, ok=self.ok)
+                 makespan_ok=self.makespan_ok, ok=self.ok, real_fraction_of_limit=self.real_fraction_of_limit,
+                 model_fraction_of_limit=self.model_fraction_of_limit)
         return d
 
 
@@ -187,6 +239,69 @@ def run_real(trace: Trace, config: LoaderModelConfig, step_s: float = 0.0) -> Re
         del it, loader
     finally:
         log.setLevel(level)
+    return RealRun(batches, workers, np.asarray(times), np.asarray(asked))
+
+
+class _WorkerTagged:
+    """``TraceMapDataset(trace)`` (each sample sleeps its cost), each sample tagged with the worker that
+    fetched it. A wrapper, not a subclass, so that importing this module does not import torch."""
+
+    def __init__(self, trace: Trace):
+        from dynbsz.datasets import TraceMapDataset
+
+        self.inner = TraceMapDataset(trace)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, index: int) -> dict:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        return {**self.inner[index], "worker": -1 if info is None else info.id}
+
+
+def run_dynbsz(trace: Trace, config: LoaderConfig, estimates: np.ndarray, step_s: float = 0.0) -> RealRun:
+    """Epoch 1 of dynbsz's loader (``build_loader``, no packer, persistent workers) over ``trace``, timed from
+    its first ``next()``; epoch 0 runs first, untimed, to start the workers. ``config.order='balanced'`` takes
+    its estimates from ``config.cost_model``, else from a ``cost_fn`` reading each sample's true cost, and
+    they must equal ``estimates`` (what the model is given)."""
+    from dynbsz.loader import build_loader
+
+    if not config.persistent_workers or config.num_workers == 0:
+        raise ValueError("run_dynbsz times epoch 1 of persistent workers")
+    kw = {}
+    if config.order == "balanced":
+        kw = {"meta_fn": TraceMeta(trace, cost_s=trace.cost_s if config.cost_model is None else None)}
+        if config.cost_model is None:
+            kw["cost_fn"] = exact_cost
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        loader = build_loader(_WorkerTagged(trace), None, None, config, **kw)
+        try:
+            if config.order == "balanced" and not np.array_equal(loader.cost_estimates(), estimates):
+                raise AssertionError("the model would order on other estimates than the loader")
+            for _ in loader:      # epoch 0: starts the persistent workers
+                pass
+            it = iter(loader)     # epoch 1
+            ids = trace.ids.tolist()
+            batches, workers, times, asked = [], [], [], []
+            t0 = time.perf_counter()
+            while True:
+                asked.append(time.perf_counter() - t0)
+                try:
+                    step = next(it)
+                except StopIteration:
+                    asked.pop()
+                    break
+                times.append(time.perf_counter() - t0)
+                batches.append([ids[i] for i in step.sample_ids])
+                workers.append(step.micro_batches[0].payloads[0]["worker"])
+                if step_s:
+                    time.sleep(step_s)
+            del it
+        finally:
+            loader.close()
     return RealRun(batches, workers, np.asarray(times), np.asarray(asked))
 
 
@@ -241,21 +356,28 @@ class ReplayModel(LoaderModel):
 
 
 def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: float = 0.0,
-            tolerance_s: float = JITTER_TOLERANCE_S, case: FidelityCase | None = None) -> FidelityResult:
+            tolerance_s: float = JITTER_TOLERANCE_S, case: FidelityCase | None = None,
+            order_fn: OrderFn | None = None) -> FidelityResult:
+    """``order_fn``: the epoch order both read, if not trace order (``bridge.LoaderOrder`` for dynbsz's)."""
     step = StepTime(step_s)
-    model = simulate(trace, config, step=step)
+    model = simulate(trace, config, step=step, order_fn=order_fn)
     row_of = {int(sid): i for i, sid in enumerate(trace.ids.tolist())}
+    position = np.arange(len(trace))   # of each trace row in the epoch's order
+    if order_fn is not None:
+        position[order_fn(0)] = np.arange(len(trace))
     B = config.batch_size
-    real_batch = [row_of[b[0]] // B for b in real.batches]
+    real_batch = [int(position[row_of[b[0]]]) // B for b in real.batches]
     model_batch = model.batch.tolist()
     n = min(len(real_batch), len(model_batch))
     same = [real_batch[i] == model_batch[i] for i in range(n)]
     order_exact = len(real_batch) == len(model_batch) and all(same)
+    if order_exact and config.in_order:   # every sample, not only each batch's first
+        order_exact = [sid for b in real.batches for sid in b] == trace.ids[model.samples].tolist()
     workers_exact = order_exact and list(real.workers) == model.worker.tolist()
 
     # Conditioned replay: follow the real hand-out order, and ask when the real consumer asked
     # (so dispatch times, which depend on hand-out times, do not drift apart); measure each override.
-    replay = ReplayModel(trace.cost_s, config, tokens=trace.tokens)
+    replay = ReplayModel(trace.cost_s, config, tokens=trace.tokens, order_fn=order_fn)
     replay.start_epoch(0.0)
     t = 0.0
     near_ties, max_gap, max_dev = 0, 0.0, 0.0
@@ -283,7 +405,7 @@ def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: floa
         order_exact=order_exact, workers_exact=workers_exact, positions_matched=sum(same) / max(n, 1),
         decisions=len(real_batch), near_ties=near_ties, max_gap_s=max_gap, real_makespan_s=real.makespan_s,
         model_makespan_s=model.makespan_s, replay_makespan_s=t - step_s if real_batch else 0.0,
-        max_time_dev_s=max_dev, tolerance_s=tolerance_s)
+        max_time_dev_s=max_dev, tolerance_s=tolerance_s, limit_s=physical_bound_s(trace, config))
 
 
 def measure_overhead(num_workers: int = 2, samples: int = 200, cost_s: float = 1e-4) -> float:
@@ -300,19 +422,32 @@ def measure_overhead(num_workers: int = 2, samples: int = 200, cost_s: float = 1
 def run_case(case: FidelityCase, tolerance_s: float = JITTER_TOLERANCE_S,
              task_overhead_s: float = 0.0) -> FidelityResult:
     trace = case.trace()
+    if case.order == "balanced":
+        config, estimates = case.loader_config(), case.estimates(trace)
+        real = run_dynbsz(trace, config, estimates, case.step_s)
+        # the model's epoch 0 is the loader's timed epoch 1
+        order = LoaderOrder(config, len(trace), estimates, first_epoch=1)
+        return compare(trace, case.loader(task_overhead_s), real, case.step_s, tolerance_s, case, order_fn=order)
     real = run_real(trace, case.loader(), case.step_s)
     return compare(trace, case.loader(task_overhead_s), real, case.step_s, tolerance_s, case)
 
 
+#: dynbsz's balanced order against its model: (seed, workers, prefetch, batch, step, costs).
+BALANCED_CASES = ((6, 3, 2, 1, 0.0, "exact"), (7, 4, 2, 1, 0.0, "estimated"), (8, 2, 3, 2, 0.005, "estimated"))
+
+
 def default_cases(quick: bool = False) -> list[FidelityCase]:
-    """Workers 2-4, both orders, with and without a consumer step; ``quick`` keeps four."""
+    """Workers 2-4, both orders, with and without a consumer step, then dynbsz's balanced order on exact
+    and estimated costs; ``quick`` keeps four plus one balanced."""
     cases = []
     for seed, nw, pf, bs, step in ((0, 2, 2, 2, 0.0), (1, 3, 2, 2, 0.01), (2, 4, 1, 1, 0.0), (3, 3, 3, 3, 0.005),
                                    (4, 4, 2, 2, 0.02), (5, 2, 1, 3, 0.0)):
         for in_order in (True, False):
             cases.append(FidelityCase(seed=seed, num_workers=nw, prefetch_factor=pf, batch_size=bs,
                                       in_order=in_order, step_s=step))
-    return cases[:4] if quick else cases
+    balanced = [FidelityCase(seed=seed, num_workers=nw, prefetch_factor=pf, batch_size=bs, step_s=step,
+                             order="balanced", costs=costs) for seed, nw, pf, bs, step, costs in BALANCED_CASES]
+    return cases[:4] + balanced[1:2] if quick else cases + balanced
 
 
 def summarize(results: list[FidelityResult]) -> dict:
@@ -320,6 +455,7 @@ def summarize(results: list[FidelityResult]) -> dict:
     worst_ms = max(results, key=lambda r: r.makespan_error)
     unordered = [r for r in results if not r.case.in_order]
     worst_gap = max(unordered, key=lambda r: r.max_gap_s) if unordered else None
+    balanced = [r for r in results if r.case.order == "balanced"]
     return {
         "cases": len(results),
         "all_ok": all(r.ok for r in results),
@@ -333,4 +469,7 @@ def summarize(results: list[FidelityResult]) -> dict:
         "worst_near_tie_case": worst_gap.case.label if worst_gap else None,
         "tolerance_s": results[0].tolerance_s if results else JITTER_TOLERANCE_S,
         "worst_time_dev_s": max(r.max_time_dev_s for r in results),
+        "balanced_cases": len(balanced),
+        "balanced_exact": all(r.order_exact and r.workers_exact for r in balanced),
+        "worst_balanced_makespan_error": max((r.makespan_error for r in balanced), default=0.0),
     }

@@ -38,6 +38,7 @@ seconds from the start of the simulation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -99,17 +100,39 @@ class LoaderRun:
         return self.samples[self.offsets[i]:self.offsets[i + 1]]
 
 
+#: ``order_fn(epoch) -> trace rows``: the rows a loader reads in an epoch, in the order its sampler gives them.
+OrderFn = Callable[[int], np.ndarray]
+
+
 class LoaderModel:
     """One DataLoader (one DP rank) over per-sample decode costs.
 
-    ``cost_s[i]`` is the worker time to fetch trace row ``i``; ``tokens[i]`` is only
-    used to report per-batch token sums (for consumers whose step depends on them).
+    ``cost_s[i]`` is the worker time to fetch trace row ``i`` (the true cost: what the model's
+    clock spends); ``tokens[i]`` is only used to report per-batch token sums (for consumers
+    whose step depends on them).
+
+    ``order_fn`` (map-style only) is the sampler: ``order_fn(epoch)`` gives the distinct trace
+    rows read in that epoch, in order (all of them, or a DP rank's share). It replaces the
+    config's own sampler, so ``shuffle_seed`` must then be None. A dynbsz loader's order,
+    ``order='balanced'`` included, is ``simulator.bridge.LoaderOrder``: it calls
+    ``dynbsz.order.loader_order`` and is computed from cost *estimates*, never from ``cost_s``.
     """
 
     def __init__(self, cost_s: np.ndarray, config: LoaderModelConfig, *, tokens: np.ndarray | None = None,
-                 start: float = 0.0):
+                 start: float = 0.0, order_fn: OrderFn | None = None):
         if not isinstance(config, LoaderModelConfig):
             raise TypeError(f"config must be a LoaderModelConfig, got {type(config).__name__}")
+        if order_fn is not None:
+            if not callable(order_fn):
+                raise ConfigError(f"order_fn must be a callable epoch -> trace rows, got {type(order_fn).__name__}")
+            if config.dataset != "map":
+                raise ConfigError("order_fn is the sampler of a map-style dataset; an iterable dataset's workers "
+                                  "read their own shards (dataset='iterable'): drop order_fn or use dataset='map'")
+            if config.shuffle_seed is not None:
+                raise ConfigError(f"order_fn gives the epoch order, and shuffle_seed={config.shuffle_seed} would be "
+                                  "a second one: set shuffle_seed=None (LoaderModelConfig.for_loader(config, "
+                                  "sampler=False) does)")
+        self.order_fn = order_fn
         self.cfg = config
         self.costs = np.asarray(cost_s, dtype=np.float64)
         if self.costs.ndim != 1:
@@ -157,8 +180,24 @@ class LoaderModel:
     # ---- epochs ---------------------------------------------------------------------------
 
     def _order(self, epoch_seen: int) -> np.ndarray:
+        if self.order_fn is not None:
+            return self._checked_order(self.order_fn(epoch_seen), epoch_seen)
         seed = self.cfg.shuffle_seed
         return epoch_order(self.n, seed, epoch_seen, shuffle=seed is not None)
+
+    def _checked_order(self, rows, epoch: int) -> np.ndarray:
+        rows = np.asarray(rows)
+        where = f"order_fn({epoch})"
+        if rows.ndim != 1 or (len(rows) and not np.issubdtype(rows.dtype, np.integer)):
+            raise ConfigError(f"{where} must return a 1-d array of integer trace rows, got {rows.dtype} "
+                              f"with shape {rows.shape}")
+        rows = rows.astype(np.int64, copy=False)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.n):
+            raise ConfigError(f"{where} returned a row outside the trace's {self.n} rows "
+                              f"(range {rows.min()}..{rows.max()})")
+        if len(rows) and np.bincount(rows, minlength=self.n).max() > 1:
+            raise ConfigError(f"{where} returned a row twice; an epoch reads each sample at most once")
+        return rows
 
     def _batches(self, rows: np.ndarray, base: int) -> tuple[list, list, list, list]:
         """Split ``rows`` (positions base..base+len) into batch_size chunks: lo, hi, cost, tokens."""
@@ -438,8 +477,10 @@ class LoaderModel:
 
 
 def simulate(trace: Trace, config: LoaderModelConfig, *, step: StepTime = StepTime(), epochs: int = 1,
-             start: float = 0.0, progress=None) -> LoaderRun:
+             start: float = 0.0, progress=None, order_fn: OrderFn | None = None) -> LoaderRun:
     """Run ``epochs`` epochs of the loader over ``trace`` with a consumer taking ``step`` per batch.
+
+    ``trace.cost_s`` are the durations; ``order_fn`` (see ``LoaderModel``) the sampler, if not the config's.
 
     The consumer asks for the first batch of an epoch right when the previous one is done
     (plus its step), like ``for epoch in ...: for batch in loader: train(batch)``.
@@ -448,11 +489,11 @@ def simulate(trace: Trace, config: LoaderModelConfig, *, step: StepTime = StepTi
     from dynbsz.errors import check_int
 
     check_int("epochs", epochs, minimum=1)
-    model = LoaderModel(trace.cost_s, config, tokens=trace.tokens, start=start)
+    model = LoaderModel(trace.cost_s, config, tokens=trace.tokens, start=start, order_fn=order_fn)
     ht, hk, ttok = model._ht, model._hk, model._ttok
     base, per_tok = step.base_s, step.per_token_s
     nxt = model.next
-    total = epochs * -(-len(trace) // config.batch_size)
+    total = epochs * -(-len(trace) // config.batch_size)   # progress only (a DP rank's order_fn reads fewer)
     t = start
     for _ in range(epochs):
         model.start_epoch(t)

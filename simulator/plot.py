@@ -69,20 +69,27 @@ def cold_start(rows, path) -> Path:
 
 
 def skew(results, names, window: int, path) -> Path:
-    """Per-source share over windows of steps, in_order=True against False, plus the overall mix."""
+    """Per-source share over windows of steps, one panel per setting (in_order=True, False, balanced), plus
+    the overall mix."""
     path = check_path(path)
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False, sharey=True)
-    for ax, res in zip(axes[0], results):
+    cols = min(2, len(results))
+    rows = -(-len(results) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.4 * rows), squeeze=False, sharey=True)
+    flat = [ax for row in axes for ax in row]
+    for ax, res in zip(flat, results):
         for i, name in enumerate(names):
             line, = ax.plot(res.shares[:, i], label=name)
             ax.axhline(res.overall[i], color=line.get_color(), linestyle=":", linewidth=1)
-        ax.set_title(f"in_order={res.in_order}: share shift vs sampler {res.shift:.3f}, "
+        ax.set_title(f"{res.mode}: share shift vs sampler {res.shift:.3f}, "
                      f"mean displacement {res.displacement['mean']:.1f}", fontsize=10)
         ax.set_xlabel(f"window of {window} steps")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("share of samples")
-    axes[0][-1].legend()
+    for ax in flat[len(results):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("share of samples")
+    flat[0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

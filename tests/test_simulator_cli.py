@@ -139,6 +139,39 @@ def test_skew_in_order_false_skews_and_displaces(capsys):
     assert res[False]["makespan_s"] <= res[True]["makespan_s"] * 1.001
 
 
+def test_skew_balanced_rows_beside_in_order(capsys):
+    code, out, _ = run_cli(capsys, "skew", "--workload", "bench_mix", "--samples", 2000, "--workers", 4,
+                           "--step-time", 0, "--lookahead", 12, "--cost-noise", 0.3, "--json")
+    doc = json.loads(out)
+    assert code == 0 and [r["mode"] for r in doc["results"]] == ["in_order=True", "in_order=False"]
+    assert [r["mode"] for r in doc["balanced"]] == ["balanced, exact costs", "balanced, estimated costs"]
+    assert doc["lookahead"] == 12 and doc["cost_noise"] == 0.3 and doc["lookahead_ok"]
+    plain = doc["results"][0]
+    for r in doc["balanced"]:
+        assert r["in_order"] and r["order"] == "balanced" and r["lookahead"] == 12
+        assert 0 < r["displacement"]["max"] <= 12
+        assert r["fraction_of_limit"] > plain["fraction_of_limit"] + 0.15
+        assert {"shift_vs_sampler", "skew", "window_shares", "limit_s"} <= set(r)
+    assert all(0 < r["fraction_of_limit"] <= 1 for r in doc["results"] + doc["balanced"])
+
+
+def test_skew_table_and_no_balanced(capsys):
+    code, out, _ = run_cli(capsys, "skew", "--samples", 300)
+    assert code == 0 and "balanced exact" in out and "balanced estimated" in out and "of limit" in out
+    assert "<= lookahead 16" in out
+    code, out, _ = run_cli(capsys, "skew", "--samples", 300, "--no-balanced", "--json")
+    assert code == 0 and json.loads(out)["balanced"] == []
+    code, out, _ = run_cli(capsys, "skew", "--samples", 300, "--workers", 0)
+    assert code == 0 and "balanced: not run, it needs workers" in out
+
+
+@pytest.mark.parametrize("args, needle", [(["--lookahead", "-1"], "lookahead"), (["--cost-noise", "-1"], "sigma"),
+                                          (["--workload", "nope"], "'bench_mix'")])
+def test_skew_bad_balanced_settings_exit_2(capsys, args, needle):
+    code, _, err = run_cli(capsys, "skew", "--samples", 100, *args)
+    assert code == 2 and needle in err
+
+
 def test_plot_needs_png_suffix(capsys, tmp_path):
     code, _, err = run_cli(capsys, "skew", "--samples", 200, "--plot", tmp_path / "x.jpg")
     assert code == 2 and ".png" in err
@@ -198,6 +231,9 @@ def test_fidelity_command_reports_the_worst_case(capsys):
     code, out, _ = run_cli(capsys, "fidelity", "--quick", "--overhead-ms", "0.3", "--tolerance-ms", "15", "--json")
     doc = json.loads(out)
     s = doc["summary"]
-    assert len(doc["cases"]) == s["cases"] == 4
-    assert {"worst_makespan_error", "worst_near_tie_gap_s", "in_order_true_exact"} <= set(s)
-    assert s["in_order_true_exact"] and (code == 0) == s["all_ok"]
+    assert len(doc["cases"]) == s["cases"] == 5 and s["balanced_cases"] == 1
+    assert {"worst_makespan_error", "worst_near_tie_gap_s", "in_order_true_exact", "balanced_exact",
+            "worst_balanced_makespan_error"} <= set(s)
+    assert s["in_order_true_exact"] and s["balanced_exact"] and (code == 0) == s["all_ok"]
+    assert {"real_fraction_of_limit", "model_fraction_of_limit"} <= set(doc["cases"][-1])
+    assert doc["cases"][-1]["case"]["order"] == "balanced"

@@ -1,9 +1,10 @@
 """The model predicts what the real StatefulDataLoader does (real worker processes, sleep-based costs).
 
 Each case runs well under a second with 2-4 workers sleeping a few to a few tens
-of milliseconds per sample, so the file is safe under ``pytest -n auto``. The
-jitter tolerance here is looser than the CLI's default because the suite shares
-two cores with other test processes; the order rule is the same.
+of milliseconds per sample (a balanced case about 1.5 s: it runs a warm-up epoch),
+so the file is safe under ``pytest -n auto``. The jitter tolerance here is looser
+than the CLI's default because the suite shares two cores with other test
+processes; the order rule is the same.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ CASES = [
     FidelityCase(seed=12, samples=40, batch_size=1, num_workers=4, prefetch_factor=1, in_order=True, step_s=0.005),
     FidelityCase(seed=13, samples=40, batch_size=2, num_workers=3, prefetch_factor=2, in_order=False),
     FidelityCase(seed=14, samples=40, batch_size=1, num_workers=4, prefetch_factor=2, in_order=False, step_s=0.01),
+]
+
+#: dynbsz's build_loader with order='balanced' against the model running the same dynbsz order.
+BALANCED = [
+    FidelityCase(seed=15, samples=48, batch_size=1, num_workers=4, prefetch_factor=2, order="balanced",
+                 costs="exact"),
+    FidelityCase(seed=16, samples=48, batch_size=2, num_workers=3, prefetch_factor=2, order="balanced",
+                 costs="estimated", step_s=0.005),
 ]
 
 
@@ -42,4 +51,18 @@ def test_real_loader_matches_the_model(case, overhead):
     assert result.makespan_ok, result
     # the replay that followed the real hand-outs is always close: the model's timing is right
     assert result.replay_makespan_error <= MAKESPAN_TOLERANCE, result
+    assert result.decisions == -(-case.samples // case.batch_size)
+
+
+@pytest.mark.parametrize("case", BALANCED, ids=lambda c: c.label)
+def test_real_balanced_loader_matches_the_model(case, overhead):
+    """The model's predicted throughput for the balanced order is within 10% (MAKESPAN_TOLERANCE) of the
+    real loader's. Measured on the 2-core development machine: within 1.7% when it is otherwise idle,
+    up to 7% with other test processes beside it (the real loader then runs slower, never faster)."""
+    result = run_case(case, tolerance_s=LOADED_MACHINE_JITTER_S, task_overhead_s=overhead)
+    # the same dynbsz order, sample for sample, and every batch on the round-robin worker
+    assert result.order_exact and result.workers_exact, result
+    real, model = result.real_fraction_of_limit, result.model_fraction_of_limit
+    assert abs(model - real) <= MAKESPAN_TOLERANCE * real, result
+    assert result.makespan_error <= MAKESPAN_TOLERANCE, result
     assert result.decisions == -(-case.samples // case.batch_size)
