@@ -19,18 +19,14 @@ import numpy as np
 from torch.utils.data import Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from .costs import CostModel
+from .costs import CostModel, TraceMeta, exact_cost
 from .datasets import TraceMapDataset
 from .loader import build_loader
 from .loader_base import identity, torchdata_quiet
 from .loader_config import LoaderConfig
 from .order import epoch_order
 from .tables import pct, ratio, table
-from .workload import SourceSpec, Trace, Workload
-
-#: 80% text at 2 ms a sample, 20% video at 20 ms: the in_order=False use case.
-MIXED = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
-                  SourceSpec("video", 0.2, median_tokens=8000, sigma=0.3, cost_base_s=0.020)))
+from .workload import LOADER_BENCH_MIX, Trace, with_cost_noise
 
 
 @dataclass(frozen=True)
@@ -56,24 +52,6 @@ class _ListSampler(Sampler):
         return len(self.order)
 
 
-class _Meta:
-    """meta_fn of the balanced rows: what the main process knows of sample i before the epoch (tokens and
-    source; with ``exact``, also its true cost). Module level and picklable."""
-
-    def __init__(self, trace: Trace, true_cost_s: np.ndarray | None):
-        self.trace, self.true = trace, true_cost_s
-
-    def __call__(self, index: int) -> dict:
-        meta = {"tokens": int(self.trace.tokens[index]), "source": self.trace.source_names[int(self.trace.source[index])]}
-        if self.true is not None:
-            meta["cost_s"] = float(self.true[index])
-        return meta
-
-
-def exact_cost(meta: dict) -> float:
-    return meta["cost_s"]
-
-
 def _time(fn: Callable[[], list], repeat: int) -> tuple[float, list]:
     best, ids = float("inf"), []
     for _ in range(repeat):
@@ -83,22 +61,13 @@ def _time(fn: Callable[[], list], repeat: int) -> tuple[float, list]:
     return best, ids
 
 
-def with_cost_noise(trace: Trace, sigma: float, seed: int) -> Trace:
-    """The trace with each sample's cost times a lognormal factor (seeded): the true costs a run sees, which
-    a cost model fitted on the trace can only estimate."""
-    if sigma == 0:
-        return trace
-    factor = np.random.default_rng([seed, 1]).lognormal(0.0, sigma, len(trace))
-    return Trace(trace.ids, trace.tokens, trace.cost_s * factor, trace.source, trace.source_names)
-
-
 def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
         trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 16,
         reorder_buffer: int = 64) -> list[LoaderBenchRow]:
     """Every row on the same dataset, whose samples sleep their true cost: the trace's (the benchmark mix
     by default) with lognormal noise of ``cost_noise``. The balanced rows order the epoch on exact true
     costs, and on a cost model fitted on the trace (which knows each source's cost, not the noise)."""
-    base = trace if trace is not None else MIXED.sample(samples, seed)
+    base = trace if trace is not None else LOADER_BENCH_MIX.sample(samples, seed)
     samples = len(base)
     true = with_cost_noise(base, cost_noise, seed)
     dataset = TraceMapDataset(true)
@@ -135,9 +104,9 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
     modes = [("torchdata in_order=True", plain(True)), ("torchdata in_order=False", plain(False)),
              ("dynbsz in_order=True", ours(True)), ("dynbsz exactly-once in_order=False", ours(False)),
              ("dynbsz balanced in_order=True, exact costs",
-              ours(True, meta_fn=_Meta(base, true.cost_s), cost_fn=exact_cost, **balanced)),
+              ours(True, meta_fn=TraceMeta(base, true.cost_s), cost_fn=exact_cost, **balanced)),
              ("dynbsz balanced in_order=True, estimated costs",
-              ours(True, meta_fn=_Meta(base, None), cost_model=model, **balanced)),
+              ours(True, meta_fn=TraceMeta(base), cost_model=model, **balanced)),
              (f"dynbsz in_order=True, reorder_buffer={reorder_buffer}", ours(True, reorder_buffer=reorder_buffer))]
     position = np.empty(samples, dtype=np.int64)
     position[sampler_order] = np.arange(samples)

@@ -144,3 +144,28 @@ def estimate_costs(num_samples: int, meta_fn: Callable[[int], Mapping[str, Any]]
 def costs_digest(costs: np.ndarray) -> str:
     """A short fingerprint of a cost vector: a checkpoint made on other estimates orders epochs differently."""
     return hashlib.sha256(np.ascontiguousarray(costs, dtype=np.float64).tobytes()).hexdigest()[:16]
+
+
+class TraceMeta:
+    """``meta_fn`` over a trace: what a main process knows of row ``i`` before decoding it (tokens, source;
+    with ``cost_s``, also its true cost, for ``exact_cost``). The same metadata feeds the real loader
+    (``build_loader(meta_fn=...)``) and ``trace_estimates``. Picklable."""
+
+    def __init__(self, trace: Trace, cost_s: np.ndarray | None = None):
+        self.tokens = trace.tokens.tolist()
+        names = trace.source_names
+        self.sources = [names[s] for s in trace.source.tolist()]
+        self.cost_s = None if cost_s is None else np.asarray(cost_s, dtype=np.float64).tolist()
+        if self.cost_s is not None and len(self.cost_s) != len(self.tokens):
+            raise ConfigError(f"cost_s must hold one cost per trace row ({len(self.tokens)}), got {len(self.cost_s)}")
+
+    def __call__(self, index: int) -> dict:
+        meta = {"tokens": self.tokens[index], "source": self.sources[index]}
+        if self.cost_s is not None:
+            meta["cost_s"] = self.cost_s[index]
+        return meta
+
+
+def exact_cost(meta: Mapping) -> float:
+    """``cost_fn`` of the exact-cost case: the true cost ``TraceMeta(trace, cost_s=...)`` carries."""
+    return meta["cost_s"]

@@ -191,6 +191,22 @@ class Workload:
         return Trace(np.arange(n, dtype=np.int64), tokens, cost, which.astype(np.int64), self.source_names)
 
 
+def with_cost_noise(trace: Trace, sigma: float, seed: int) -> Trace:
+    """The trace with each sample's cost times a seeded lognormal factor: the true costs a run sees,
+    which a cost model fitted on ``trace`` can only estimate (bench-loader's and the skew study's draw)."""
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma < 0:
+        raise ConfigError(f"cost noise sigma must be a finite number >= 0, got {sigma!r}")
+    if sigma == 0:
+        return trace
+    factor = np.random.default_rng([seed, 1]).lognormal(0.0, sigma, len(trace))
+    return Trace(trace.ids, trace.tokens, trace.cost_s * factor, trace.source, trace.source_names)
+
+
+#: The loader benchmark's mix: 80% text at 2 ms a sample, 20% video at 20 ms (the in_order=False use case).
+LOADER_BENCH_MIX = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
+                             SourceSpec("video", 0.2, median_tokens=8000, sigma=0.3, cost_base_s=0.020)))
+
+
 def text_workload(median_tokens: float = 2048.0, sigma: float = 1.0) -> Workload:
     """Single-source text with lognormal lengths: the packer benchmark's stream."""
     return Workload((SourceSpec("text", median_tokens=median_tokens, sigma=sigma),))

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from dynbsz.costs import CostModel, estimate_costs
+from dynbsz.costs import CostModel, TraceMeta, estimate_costs
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.loader_config import LoaderConfig
 from dynbsz.order import loader_order
@@ -74,31 +74,6 @@ class LoaderOrder:
         return loader_order(self.num_samples, self.config, self.first_epoch + epoch, self.estimates)
 
 
-class TraceMeta:
-    """``meta_fn`` over a trace: what a main process knows of row ``i`` before decoding it (tokens, source;
-    with ``cost_s``, also its true cost, for ``exact_cost``). The same metadata feeds the real loader
-    (``build_loader(meta_fn=...)``) and ``trace_estimates``. Picklable."""
-
-    def __init__(self, trace: Trace, cost_s: np.ndarray | None = None):
-        self.tokens = trace.tokens.tolist()
-        names = trace.source_names
-        self.sources = [names[s] for s in trace.source.tolist()]
-        self.cost_s = None if cost_s is None else np.asarray(cost_s, dtype=np.float64).tolist()
-        if self.cost_s is not None and len(self.cost_s) != len(self.tokens):
-            raise ConfigError(f"cost_s must hold one cost per trace row ({len(self.tokens)}), got {len(self.cost_s)}")
-
-    def __call__(self, index: int) -> dict:
-        meta = {"tokens": self.tokens[index], "source": self.sources[index]}
-        if self.cost_s is not None:
-            meta["cost_s"] = self.cost_s[index]
-        return meta
-
-
-def exact_cost(meta: Mapping) -> float:
-    """``cost_fn`` of the exact-cost case: the true cost ``TraceMeta(trace, cost_s=...)`` carries."""
-    return meta["cost_s"]
-
-
 def trace_estimates(trace: Trace, estimator: CostModel | Mapping[str, Any] | Callable[[Mapping], float]) -> np.ndarray:
     """The loader's cost estimate of every trace row: ``dynbsz.costs.estimate_costs`` over ``TraceMeta``
     with a cost model (a ``CostModel`` or its JSON dict) or a ``meta -> seconds`` function."""
@@ -109,18 +84,6 @@ def trace_estimates(trace: Trace, estimator: CostModel | Mapping[str, Any] | Cal
         raise ConfigError(f"estimator must be a CostModel, its dict or a callable meta -> seconds, got "
                           f"{type(estimator).__name__}")
     return estimate_costs(len(trace), TraceMeta(trace), fn)
-
-
-def with_cost_noise(trace: Trace, sigma: float, seed: int) -> Trace:
-    """The trace with each cost times a seeded lognormal factor: true costs that a cost model fitted on
-    ``trace`` can only estimate. The same draw as ``dynbsz.bench_loader.with_cost_noise`` (a test checks
-    it), repeated here so that the simulator's studies need not import torch."""
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not np.isfinite(sigma) or sigma < 0:
-        raise ConfigError(f"cost noise sigma must be a finite number >= 0, got {sigma!r}")
-    if sigma == 0:
-        return trace
-    factor = np.random.default_rng([seed, 1]).lognormal(0.0, sigma, len(trace))
-    return Trace(trace.ids, trace.tokens, trace.cost_s * factor, trace.source, trace.source_names)
 
 
 def simulate_loader(trace: Trace, config: LoaderConfig, *, estimates: np.ndarray | None = None,

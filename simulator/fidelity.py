@@ -48,12 +48,12 @@ from heapq import heapify
 
 import numpy as np
 
-from dynbsz.costs import CostModel
+from dynbsz.costs import CostModel, TraceMeta, exact_cost
 from dynbsz.errors import check_choice, check_int
 from dynbsz.loader_config import LoaderConfig
 from dynbsz.workload import SourceSpec, Trace, Workload
 
-from .bridge import LoaderOrder, TraceMeta, exact_cost, trace_estimates
+from .bridge import LoaderOrder, trace_estimates
 from .config import LoaderModelConfig, StepTime, check_seconds
 from .engine import EventQueue
 from .loader_model import LoaderModel, OrderFn, physical_bound_s, simulate

@@ -24,10 +24,10 @@ import numpy as np
 from dynbsz.costs import CostModel
 from dynbsz.errors import check_int
 from dynbsz.loader_config import LoaderConfig
-from dynbsz.workload import Trace
+from dynbsz.workload import Trace, with_cost_noise
 
 from . import metrics
-from .bridge import LoaderOrder, trace_estimates, with_cost_noise
+from .bridge import LoaderOrder, trace_estimates
 from .config import LoaderModelConfig, StepTime
 from .loader_model import LoaderRun, physical_bound_s, simulate
 

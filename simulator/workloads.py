@@ -3,7 +3,7 @@
 ``SEED_TEXT`` is calibrated against the seed PR's cold-start measurements; how,
 and how well, is in docs/simulator.md ("Calibration"). ``TEXT_VIDEO`` is the
 uneven-cost mixture the in_order skew study uses by default; ``bench_mix`` is the
-loader benchmark's (``dynbsz.bench_loader.MIXED``).
+loader benchmark's (``dynbsz.workload.LOADER_BENCH_MIX``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dynbsz.errors import ConfigError, check_int
-from dynbsz.workload import SourceSpec, Trace, Workload
+from dynbsz.workload import LOADER_BENCH_MIX, SourceSpec, Trace, Workload
 
 #: Long-context text, calibrated to the seed (docs/simulator.md, "Calibration"):
 #: token lengths lognormal, median 50K, sigma 1.1 (mean ~92K; VeOmni's transform truncates
@@ -31,10 +31,9 @@ TEXT_VIDEO = Workload((
                cost_noise=0.3),
 ))
 
-WORKLOADS = {"seed_text": SEED_TEXT, "text_video": TEXT_VIDEO}
-#: Defined elsewhere, imported only when asked for: ``bench_mix`` is ``dynbsz.bench_loader.MIXED``
-#: (80% text at 2 ms, 20% video at 20 ms), whose module imports torch.
-ELSEWHERE = ("bench_mix",)
+#: ``bench_mix`` is the loader benchmark's (``dynbsz.workload.LOADER_BENCH_MIX``: 80% text at 2 ms,
+#: 20% video at 20 ms).
+WORKLOADS = {"seed_text": SEED_TEXT, "text_video": TEXT_VIDEO, "bench_mix": LOADER_BENCH_MIX}
 
 #: Samples per chunk of a stream; each chunk has its own seed, so a longer stream
 #: starts with exactly the samples of a shorter one.
@@ -42,13 +41,8 @@ CHUNK = 4096
 
 
 def get_workload(name: str) -> Workload:
-    if name == "bench_mix":
-        from dynbsz.bench_loader import MIXED
-
-        return MIXED
     if name not in WORKLOADS:
-        raise ConfigError(f"workload={name!r} is not known; allowed values: "
-                          f"{', '.join(map(repr, [*WORKLOADS, *ELSEWHERE]))}")
+        raise ConfigError(f"workload={name!r} is not known; allowed values: {', '.join(map(repr, WORKLOADS))}")
     return WORKLOADS[name]
 
 

@@ -18,11 +18,10 @@ from dynbsz.errors import ConfigError, StateMismatchError
 from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
 from dynbsz.order import balanced_order, rank_order
-from dynbsz.workload import SourceSpec, Workload
+from dynbsz.workload import LOADER_BENCH_MIX
 
 #: The loader benchmark's mix: 80% text at 2 ms, 20% video at 20 ms.
-MIX = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
-                SourceSpec("video", 0.2, median_tokens=8000, sigma=0.3, cost_base_s=0.020)))
+MIX = LOADER_BENCH_MIX
 
 
 def in_order_makespan(costs, workers: int, prefetch: int, batch: int = 1) -> float:
