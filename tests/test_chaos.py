@@ -53,6 +53,7 @@ def test_the_runner_catches_a_resume_broken_on_purpose(tmp_path, sabotage, expec
     report = run_chaos(configs=[ChaosConfig("main", True, 1, False, False, 1)], seed=7, kills_per_trial=1,
                        sabotage=sabotage, work_dir=tmp_path)
     d = report.to_json()
+    assert any(start > 0 for start in d["trial_results"][0]["starts"]), "the sabotage needs a restart from a checkpoint"
     assert d["kills"] == 1 and d[expect] > 0 and not d["ok"]
 
 

@@ -394,9 +394,14 @@ def drain_starts(steps: Sequence[dict]) -> list[int]:
 
 
 def plan_kill(config: ChaosConfig, rng: np.random.Generator, resume: int, max_steps: int, every: int,
-              reference: list[list[dict]], used: Counter) -> KillPlan | None:
-    """A kill that can happen after ``resume`` in this configuration, least-used kinds first."""
+              reference: list[list[dict]], used: Counter, remaining: int = 1) -> KillPlan | None:
+    """A kill that can happen after ``resume`` in this configuration, least-used kinds first.
+
+    With ``remaining`` kills still to come the step is drawn from the next 1/remaining of the
+    steps left (at least one checkpoint interval), so the kills of a trial spread over the run
+    instead of the first one landing at the end and leaving nothing to kill."""
     rank = int(rng.integers(config.dp))
+    window_end = resume + max(every + 1, -(-(max_steps - resume) // max(1, remaining)))
     options: dict[str, list[int]] = {}
     for kind in config.kinds():
         if kind in ("between_steps", "prefetch"):
@@ -408,7 +413,7 @@ def plan_kill(config: ChaosConfig, rng: np.random.Generator, resume: int, max_st
             # out of order an epoch may end a step earlier than in the reference: arm one step early
             at = [max(resume, s - (0 if config.in_order else 1)) for s in starts]
         if at:
-            options[kind] = at
+            options[kind] = [a for a in at if a < window_end] or [min(at)]
     if not options:
         return None
     fewest = min(used[k] for k in options)
@@ -453,7 +458,8 @@ def run_trial(index: int, config: ChaosConfig, seed: int, directory: Path, *, ki
         if attempt > kills + 2:
             problems.append(f"gave up after {attempt} attempts")
             break
-        plan = plan_kill(config, rng, resume, max_steps, every, reference, used) if len(result.kills) < kills else None
+        left = kills - len(result.kills)
+        plan = plan_kill(config, rng, resume, max_steps, every, reference, used, left) if left > 0 else None
         if resume:
             refused, accepted, bad = check_refusals(config, seed, max_steps,
                                                     trainer.checkpoint_path(run_dir, 0, resume), directory / "damaged",
