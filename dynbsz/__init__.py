@@ -2,6 +2,10 @@
 
 from .config import EMPTY_POLICIES, OVERLONG_POLICIES, PackerConfig
 from .errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointFormatError,
+    CheckpointTruncatedError,
     ConfigError,
     DroppedSampleWarning,
     DynbszError,
@@ -24,7 +28,7 @@ from .packer import GreedyPacker, MicroBatch, Packer
 from .workload import SourceSpec, Trace, Workload
 
 __all__ = [
-    "BufferView", "ConfigError", "DroppedSampleWarning", "DynbszError", "EMPTY_POLICIES", "EmptySampleError", "FixedGate",
+    "BufferView", "CheckpointCorruptError", "CheckpointError", "CheckpointFormatError", "CheckpointTruncatedError", "ConfigError", "DroppedSampleWarning", "DynbszError", "EMPTY_POLICIES", "EmptySampleError", "FixedGate",
     "Gate", "GreedyPacker", "MicroBatch", "OVERLONG_POLICIES", "OverlongSampleError", "Packer", "PackerConfig",
     "SampleError", "SourceSpec", "StateMismatchError", "TokenAwareGate", "Trace", "WarmupRampGate", "Workload",
     "context_aware", "covers_budget", "resolve_gate",

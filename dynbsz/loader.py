@@ -38,6 +38,7 @@ from .loader_base import (
     EpochLoader,
     Step,
     check_cost_source,
+    check_loader_state,
     dataset_identity,
     default_source,
     default_tokens,
@@ -146,6 +147,7 @@ class DynamicBatchLoader(EpochLoader):
         self.meta_fn = meta_fn
         self._cost_estimates: np.ndarray | None = None
         self.packer: Packer | None = None
+        self._packer_factory = packer_factory
         if packer_config is not None:
             self.packer = packer_factory(packer_config, self.gate)
         self._ledger = DeliveryLedger()
@@ -309,13 +311,21 @@ class DynamicBatchLoader(EpochLoader):
                 "packer": self.packer.state_dict() if self.packer is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a checkpoint, or raise and change nothing: every part is read into fresh objects
+        first (the packer's own checks refuse another budget or gate), then swapped in."""
+        check_loader_state(state, self.runtime, self._fingerprint())
+        ledger = DeliveryLedger()
+        ledger.load_state_dict(state["ledger"])
+        packer = None
+        if self.packer is not None:
+            packer = self._packer_factory(self.packer_config, self.gate)
+            packer.load_state_dict(state["packer"])
         self._restore_common(state)
         self._after_yield = state["after_yield"]
-        self._ledger = DeliveryLedger()
-        self._ledger.load_state_dict(state["ledger"])
-        if self.packer is not None:
-            self.packer.load_state_dict(state["packer"])
-            self._refetch = self.packer.buffered_ids()
+        self._ledger = ledger
+        if packer is not None:
+            self.packer = packer
+            self._refetch = packer.buffered_ids()
 
 
 def build_loader(dataset: Any, packer_config: PackerConfig | None = None, gate: Gate | str | None = None,

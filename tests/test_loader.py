@@ -295,3 +295,26 @@ def test_set_epoch_reaches_persistent_workers_kept_across_epochs(runtime, start_
     fresh = [epoch_ids(loader(LoaderConfig(num_workers=2, runtime=runtime)), e) for e in range(3)]
     assert orders == fresh
     assert orders[0] != orders[1] != orders[2] != orders[0]
+
+
+def test_a_refused_checkpoint_changes_nothing():
+    """A packer state of another budget is refused by the packer's own check, after the loader's
+    fingerprint passed: the loader must be left exactly as it was, and carry on."""
+    ld = loader(LoaderConfig(seed=4))
+    steps = iter(ld)
+    head = [next(steps).sample_ids for _ in range(3)]
+    before = json.dumps(ld.state_dict())
+    other = loader(LoaderConfig(seed=4), packer=PackerConfig(budget=300))
+    it = iter(other)
+    for _ in range(6):   # further into the epoch: its steps and ledger differ from ld's
+        next(it)
+    foreign = other.state_dict()
+    other.close()
+    assert foreign["steps"] != 3 and foreign["ledger"] != json.loads(before)["ledger"]
+    with pytest.raises(StateMismatchError, match="budget"):
+        ld.load_state_dict(foreign)
+    assert json.dumps(ld.state_dict()) == before
+    rest = [s.sample_ids for s in iter(ld)]
+    ld.close()
+    fresh = loader(LoaderConfig(seed=4))
+    assert head + rest == [s.sample_ids for s in fresh]
