@@ -124,8 +124,11 @@ class _KeyBatches(Sampler):
 
     def __iter__(self) -> Iterator[list]:
         owner = self._owner()
+        seq, cap = owner._sequencer, owner.config.reorder_buffer
+        # The sequencer, not the loader: a bound method of the owner would close the cycle above.
+        hold = (lambda: seq.held >= cap) if cap and seq is not None else None
         return _key_batches(owner.epoch, owner._rank_order(), owner._ledger, owner._take_refetch(),
-                            owner.config.fetch_batch_size, owner._hold if owner.config.reorder_buffer else None)
+                            owner.config.fetch_batch_size, hold)
 
     def __len__(self) -> int:
         return self._owner()._num_key_batches()
@@ -248,10 +251,6 @@ class DynamicBatchLoader(EpochLoader):
         without a reorder buffer. At most about ``reorder_buffer`` plus what was already in flight
         when the buffer filled (``prefetch_factor * num_workers * fetch_batch_size``)."""
         return self._sequencer.peak if self._sequencer is not None else 0
-
-    def _hold(self) -> bool:
-        seq = self._sequencer
-        return seq is not None and seq.held >= self.config.reorder_buffer
 
     def _in_sequence(self, it: Iterator[list]) -> Iterator[list]:
         """Fetched batches in the sampler's order: out-of-order arrivals wait in the sequencer."""

@@ -7,6 +7,7 @@ not asserted here).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
 from dynbsz.order import rank_order
 from dynbsz.sequencer import Sequencer
-from dynbsz.workload import SourceSpec, Workload
+from dynbsz.workload import SourceSpec, Trace, Workload
 
 # Uneven costs: in arrival order the cheap text overtakes the slow video.
 MIX = Workload((SourceSpec("text", 0.7, median_tokens=300, sigma=0.5, cost_base_s=0.0005),
@@ -119,3 +120,20 @@ def test_persistent_workers_reshuffle_epochs_in_the_same_order():
 def test_reorder_buffer_config_errors(over, needle):
     with pytest.raises(ConfigError, match=needle):
         config(**over)
+
+
+def test_a_slow_head_does_not_pile_up_more_than_the_cap():
+    """The first sample in the epoch's order takes 0.3 s, the other 59 a millisecond: out of order,
+    all 59 would arrive while it decodes. With reorder_buffer=2 the loader dispatches pauses once
+    two wait, so at most the cap plus what was in flight is held."""
+    n = 60
+    order = rank_order(n, 5, 0, 0, 1)
+    cost = [0.001] * n
+    cost[int(order[0])] = 0.3
+    trace = Trace(np.arange(n), np.full(n, 100), np.array(cost), np.zeros(n, dtype=np.int64), ("text",))
+    loader = build_loader(TraceMapDataset(trace), None, None, config(reorder_buffer=2))
+    ids = [i for step in steps_of(loader) for i in step]
+    peak = loader.reorder_peak
+    loader.close()
+    assert ids == order.tolist()
+    assert peak <= 2 + 2 * 3
