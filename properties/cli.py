@@ -8,8 +8,12 @@
     list                                                                      targets, properties, mutants
 
 Exit codes: 0 nothing failed, 1 a property failed (or a mutant survived), 2 bad input.
-Every failure is saved to the corpus (default tests/regressions/) and printed with the one
-command that replays it.
+Every failure is printed with the one command that replays it and saved as a small JSON file:
+by default in a scratch directory of the user's cache (``$XDG_CACHE_HOME/dynbsz-harness/failures``,
+printed on stderr), in a corpus only when one is named (``--corpus tests/regressions``). A run
+never adds or rewrites files in the directory it starts in; a failure already saved (same
+property, component and example) is left byte for byte as it is. The example database is in the
+same cache (``$DYNBSZ_HYPOTHESIS_DB`` when set).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from . import corpus, mutants, profiles, report, suite
-from .runner import DEFAULT_DATABASE, Result, RunSettings, run_target
+from .runner import Result, RunSettings, run_target
 from .targets import MUTANT_PREFIX, TargetError, names, resolve
 
 PROG = "python -m properties"
@@ -42,9 +46,12 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--property", action="append", dest="properties", metavar="NAME",
                         help="run only this property (repeatable; default: every one that applies)")
         sp.add_argument("--profile", choices=profiles.PROFILES, default=profile_default)
-        sp.add_argument("--corpus", default=corpus.DEFAULT_CORPUS, help="where failures are saved (default %(default)s)")
-        sp.add_argument("--database", default=DEFAULT_DATABASE,
-                        help="Hypothesis example database directory (default %(default)s); 'none' for no database")
+        sp.add_argument("--corpus", default=None, metavar="DIR",
+                        help="save failures into this corpus (e.g. tests/regressions); default: a scratch directory, "
+                             "$XDG_CACHE_HOME/dynbsz-harness/failures")
+        sp.add_argument("--database", default=None, metavar="DIR",
+                        help="Hypothesis example database directory (default: $DYNBSZ_HYPOTHESIS_DB, else "
+                             "$XDG_CACHE_HOME/dynbsz-harness/hypothesis); 'none' for no database")
         sp.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
 
     c = sub.add_parser("check", help="run every property that applies to a target")
@@ -108,21 +115,36 @@ def _seed_command(args, result: Result) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _corpus_dir(args) -> str:
+    """Where failures go: the corpus named with --corpus, else the scratch directory in the cache."""
+    return args.corpus or str(corpus.failures_dir())
+
+
 def _saved(args, result: Result) -> Result:
-    """Save a failure to the corpus and attach the command that replays it."""
+    """Save a failure (to ``_corpus_dir``) and attach the command that replays it."""
     if result.status != "fail":
         return result
     if result.saveable:
+        where = _corpus_dir(args)
         try:
-            path = corpus.save(result, args.corpus)
+            path = corpus.save(result, where)
         except OSError as e:
-            print(f"{PROG}: could not save the failure to {args.corpus} ({e}); replay it by seed instead", file=sys.stderr)
+            print(f"{PROG}: could not save the failure to {where} ({e}); replay it by seed instead", file=sys.stderr)
         else:
             return replace(result, file=str(path), replay=corpus.replay_command(path))
     return replace(result, replay=_seed_command(args, result))
 
 
+def _say_where_saved(args, results) -> None:
+    saved = [r for r in results if r.file]
+    if saved:
+        how = "" if args.corpus else " (a scratch directory; --corpus DIR saves into a corpus)"
+        print(f"{PROG}: {len(saved)} failure(s) saved in {_corpus_dir(args)}{how}", file=sys.stderr)
+
+
 def _database(args) -> str | None:
+    if args.database is None:
+        return profiles.database_dir()
     return None if args.database.lower() == "none" else args.database
 
 
@@ -142,6 +164,7 @@ def cmd_check(args) -> int:
     rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args),
                      shrink=not args.no_shrink)
     results = [_saved(args, r) for r in run_target(target, rs, args.properties, args.components)]
+    _say_where_saved(args, results)
     fmt = report.check_json if args.json else report.check_text
     _emit(fmt(target.name, results, profile=args.profile, seed=args.seed, description=target.description), args.json)
     return 1 if any(r.status == "fail" for r in results) else 0
@@ -155,8 +178,8 @@ def cmd_fuzz(args) -> int:
     target = resolve(args.target)
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
     print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}); "
-          f"failures go to {args.corpus}", file=sys.stderr)
-    result = fuzz(target, args.minutes, seed=seed, corpus_dir=args.corpus, only=args.properties,
+          f"failures go to {_corpus_dir(args)}", file=sys.stderr)
+    result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
                   database=_database(args), profile=args.profile,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
@@ -217,7 +240,8 @@ COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with profiles.storage_in_cache():
+            return COMMANDS[args.command](args)
     except (TargetError, UsageError) as e:
         if getattr(args, "json", False):
             _emit({"target": getattr(args, "target", None), "error": str(e)}, True)

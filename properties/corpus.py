@@ -17,16 +17,25 @@ from pathlib import Path
 from typing import Any
 
 from . import suite
+from .profiles import cache_dir
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
 
 FORMAT = "properties.regression/1"
+#: The project's own corpus: what its tests replay. ``check`` and ``fuzz`` write here only when asked
+#: (``--corpus tests/regressions``); by default a failure goes to ``failures_dir()``, outside the checkout.
 DEFAULT_CORPUS = "tests/regressions"
 REQUIRED = ("target", "property", "component", "example", "expect")
 
 
 class CorpusError(ValueError):
     """A regression file is unreadable or malformed; the message names the file and the field."""
+
+
+def failures_dir() -> Path:
+    """Where ``check``, ``fuzz`` and the pytest plugin save failures unless a corpus is named:
+    a scratch directory in the user's cache, so a run never adds or rewrites files in a checkout."""
+    return cache_dir() / "failures"
 
 
 def replay_command(path: str | Path) -> str:
@@ -49,16 +58,29 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
+def _same_failure(path: Path, entry: dict[str, Any]) -> bool:
+    """``path`` already holds this failure: same target, property, component and encoded example."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    keys = ("target", "property", "component", "example")
+    return isinstance(old, dict) and all(old.get(k) == entry[k] for k in keys)
+
+
 def save(result: Result, corpus_dir: str | Path) -> Path:
     """Write the failure to ``corpus_dir`` (created if needed). The name is derived from the content,
-    so saving the same failure twice writes one file."""
+    so saving the same failure twice writes one file; a file that already holds the same failure
+    (target, property, component, example) is left byte for byte as it is, even if the message,
+    seed, blob or Hypothesis version of this run differ."""
     entry = entry_for(result)
     digest = hashlib.sha256(json.dumps([entry["target"], entry["property"], entry["component"], entry["example"]],
                                        sort_keys=True).encode()).hexdigest()[:10]
     directory = Path(corpus_dir)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{_slug(result.property)}-{_slug(result.component)}-{_slug(result.target)}-{digest}.json"
-    path.write_text(dumps(entry))
+    if not _same_failure(path, entry):
+        path.write_text(dumps(entry))
     return path
 
 
@@ -129,5 +151,5 @@ def check_expectations(entry: dict[str, Any]) -> list[tuple[str, str, Result | N
     return out
 
 
-__all__ = ["CorpusError", "DEFAULT_CORPUS", "FORMAT", "check_expectations", "entry_for", "files", "load", "replay",
-           "replay_command", "save"]
+__all__ = ["CorpusError", "DEFAULT_CORPUS", "FORMAT", "cache_dir", "check_expectations", "entry_for", "failures_dir",
+           "files", "load", "replay", "replay_command", "save"]

@@ -8,7 +8,10 @@ failure so it replays from ``@reproduce_failure`` or the example database.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
+from typing import Iterator
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -17,6 +20,37 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 # ci and dev leave out the target phase: its hill-climbing (guided by the suite's target() calls)
 # roughly doubles the examples run, which pays off in long fuzz runs, not in a 15-minute suite.
 _QUICK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+
+def cache_dir() -> Path:
+    """The harness's cache: ``$XDG_CACHE_HOME/dynbsz-harness`` (``~/.cache/dynbsz-harness`` without it).
+    The CLI keeps its failures (``properties.corpus.failures_dir``) and example database there."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "dynbsz-harness"
+
+
+def database_dir() -> str:
+    """The CLI's Hypothesis example database: ``$DYNBSZ_HYPOTHESIS_DB``, else ``<cache_dir>/hypothesis``
+    (never a directory of the checkout a run starts in)."""
+    return os.environ.get("DYNBSZ_HYPOTHESIS_DB") or str(cache_dir() / "hypothesis")
+
+
+@contextlib.contextmanager
+def storage_in_cache() -> Iterator[None]:
+    """Inside the block, Hypothesis's own storage (its constants cache, and the default database if
+    any) is ``<cache_dir>/hypothesis-home`` instead of ``./.hypothesis``, unless
+    ``$HYPOTHESIS_STORAGE_DIRECTORY`` says otherwise: the CLI writes nothing where it is started.
+    On exit Hypothesis resolves its storage as it did before (the CLI may run inside a test)."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    set_hypothesis_home_dir(cache_dir() / "hypothesis-home")
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(None)
 
 
 def _database() -> dict:

@@ -19,10 +19,11 @@ or pin the target in the module, so a plain ``pytest`` runs it::
 ``MODULE:FACTORY`` is described in ``properties.targets.user`` (a gate, a packer factory, or a
 Target); built-in names (``dynbsz``, ``veomni``, ``mutant:NAME``) work too. Each property that
 applies becomes one test, ``test_dynbsz_properties[<target>-<property>-<component>]``; the ones
-that do not apply are reported as skipped with the reason. A failure saves a regression file
-to ``--dynbsz-corpus`` (default ``<rootdir>/tests/regressions``) and its message ends with the one
-command that replays it; every file already there for the same property and component runs
-first, as an explicit example. ``--dynbsz-seed`` (default 0) seeds the search; the example
+that do not apply are reported as skipped with the reason. Every file of the regression corpus
+(``--dynbsz-corpus``, default ``<rootdir>/tests/regressions``) for the same property and component
+runs first, as an explicit example. A failure is saved as a regression file, into the corpus only
+when ``--dynbsz-corpus`` names one (otherwise into ``$XDG_CACHE_HOME/dynbsz-harness/failures``,
+so a test run leaves the checkout alone), and its message ends with the one command that replays it. ``--dynbsz-seed`` (default 0) seeds the search; the example
 database is Hypothesis's usual ``<rootdir>/.hypothesis/examples``. A target that cannot be
 resolved stops the run with a one-line usage error.
 """
@@ -51,8 +52,8 @@ def pytest_addoption(parser) -> None:
                     help="run test_dynbsz_properties against this target: dynbsz, veomni, mutant:NAME or "
                          f"MODULE:FACTORY (repeatable; default: ${ENV_TARGET})")
     group.addoption("--dynbsz-corpus", default=None, metavar="DIR",
-                    help="regression corpus: failures are saved here and replayed first "
-                         "(default: <rootdir>/tests/regressions)")
+                    help="regression corpus: replayed first, and failures are saved here (default: replay "
+                         "<rootdir>/tests/regressions, save to $XDG_CACHE_HOME/dynbsz-harness/failures)")
     group.addoption("--dynbsz-seed", type=int, default=0, metavar="N", help="Hypothesis seed of the suite (default 0)")
 
 
@@ -73,9 +74,10 @@ class SuiteCase:
     target: str
     property: str
     component: str          # "-" when the property applies to no component of the target
-    corpus: str
+    corpus: str             # replayed first
     seed: int
     database: str
+    save_to: str = ""       # where a failure is saved ("": the scratch directory, corpus.failures_dir())
 
     @property
     def id(self) -> str:
@@ -100,7 +102,7 @@ class SuiteCase:
         if result.status == "fail":
             lines = [f"{self.property} [{self.component}] fails on {self.target}: {result.message}"]
             if result.saveable:
-                path = corpus.save(result, self.corpus)
+                path = corpus.save(result, self.save_to or corpus.failures_dir())
                 lines.append(f"saved: {path}")
                 lines.append(f"replay: {corpus.replay_command(path)}")
             else:
@@ -154,8 +156,10 @@ def pytest_generate_tests(metafunc) -> None:
 
     config = metafunc.config
     root = Path(str(config.rootpath))
-    corpus_dir = config.getoption("dynbsz_corpus") or str(root / "tests" / "regressions")
-    base = SuiteCase("", "", "", corpus_dir, config.getoption("dynbsz_seed"), str(root / ".hypothesis" / "examples"))
+    named = config.getoption("dynbsz_corpus")
+    corpus_dir = named or str(root / "tests" / "regressions")
+    base = SuiteCase("", "", "", corpus_dir, config.getoption("dynbsz_seed"), str(root / ".hypothesis" / "examples"),
+                     save_to=named or "")
     cases = []
     for name in _targets(metafunc):
         # A bad marker target fails this module's collection with the one-line message (no traceback).

@@ -6,8 +6,10 @@ search), plus one real subprocess to prove the module entry point and its stdout
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,51 @@ def test_run_settings_reject_bad_values():
         RunSettings(profile="fast")
     with pytest.raises(ValueError, match="max_examples must be >= 1"):
         RunSettings(max_examples=0)
+
+
+# ---- check leaves the checkout alone ----------------------------------------------------------------
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_check_saves_to_a_scratch_directory_and_leaves_its_working_directory_alone(tmp_path):
+    checkout, cache = tmp_path / "checkout", tmp_path / "cache"
+    checkout.mkdir()
+    (checkout / "kept.txt").write_text("untouched\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "DYNBSZ_HYPOTHESIS_DB"}
+    env.update(XDG_CACHE_HOME=str(cache), PYTHONPATH=str(root))
+    argv = [sys.executable, "-m", "properties", "check", "--target", "mutant:gate-strict-count", "--property",
+            "gate_rule", "--json"]
+    first = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 1, first.stderr
+    failures = cache / "dynbsz-harness" / "failures"
+    (row,) = json.loads(first.stdout)["results"]
+    assert Path(row["file"]).parent == failures and f"saved in {failures}" in first.stderr
+    assert _tree(checkout) == {"kept.txt": b"untouched\n"}   # no corpus file, no .hypothesis/, nothing
+    saved = _tree(failures)
+    stamp = Path(row["file"]).stat().st_mtime_ns
+    # The same failure again (the example database replays it): the file is not rewritten.
+    again = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and json.loads(again.stdout)["results"][0]["file"] == row["file"]
+    assert _tree(failures) == saved and Path(row["file"]).stat().st_mtime_ns == stamp
+    assert _tree(checkout) == {"kept.txt": b"untouched\n"}
+
+
+def test_saving_an_unchanged_failure_keeps_the_file_byte_identical(tmp_path):
+    from properties import corpus
+    from properties.runner import Result
+
+    example = {"format": "properties.packer_example/1", "config": {"budget": 4}, "gate": {"kind": "fixed"},
+               "stream": [[0, 1, None, "text"]], "restore_after": []}
+    first = Result(target="mutant:x", property="budget", component="packer", status="fail", message="one",
+                   minimal_example=example, seed=1, blob="@reproduce_failure('a', b'1')")
+    path = corpus.save(first, tmp_path)
+    before = path.read_bytes()
+    # Another run finds the same failure with another blob, seed and message: same file, same bytes.
+    path2 = corpus.save(replace(first, message="two", seed=9, blob="@reproduce_failure('a', b'2')"), tmp_path)
+    assert path2 == path and path.read_bytes() == before
+    # A different example is another file.
+    other = corpus.save(replace(first, minimal_example={**example, "restore_after": [0]}), tmp_path)
+    assert other != path and len(list(tmp_path.iterdir())) == 2
