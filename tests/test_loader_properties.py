@@ -17,11 +17,20 @@ import pytest
 
 from properties import loader_props as L
 from properties.errors import PropertyViolation
-from properties.loader_targets import dynbsz_loader, shared_epoch_loader, stale_epoch_loader, torchdata_loader
+from properties.loader_targets import (
+    dynbsz_loader,
+    shared_epoch_loader,
+    stale_epoch_loader,
+    step_signature,
+    torchdata_loader,
+)
+from properties.mutants import by_name
 from properties.mutants.loaders import count_resume_loader
 from properties.scenarios import LoaderScenario
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+step_off_by_one = by_name("step-off-by-one").make
 
 # A slow head makes deliveries out of order at the checkpoint: samples behind it arrive first.
 SLOW_HEAD = LoaderScenario(num_samples=24, data_seed=3, num_workers=3, prefetch_factor=2, in_order=False,
@@ -73,9 +82,23 @@ def test_epoch_property_fails_on_plain_statefuldataloader():
 
 def test_restore_at_every_epoch_end_keeps_dynbsz_exact():
     # The state taken after an epoch's iterator ran out (torchdata's end-of-epoch state) and the
-    # one taken right after its last step must both continue with the next epoch, unchanged.
+    # one taken right after its last step must both continue with the next epoch, unchanged:
+    # every step's index, and each micro-batch's ids and the budget it was cut against
+    # (step_signature, what loader_resume compares), not only the sample ids.
     for runtime in ("main", "worker"):
         sc = LoaderScenario(num_samples=18, num_workers=2, prefetch_factor=2, persistent_workers=True,
-                              runtime=runtime, fetch_batch_size=2 if runtime == "main" else 1, epochs=3,
-                              checkpoints=(0, 3), restore_at_epoch_end=True)
-        L.check_exact_resume(dynbsz_loader, sc)
+                            runtime=runtime, fetch_batch_size=2 if runtime == "main" else 1, epochs=3,
+                            warmup_steps=3 if runtime == "main" else 0, checkpoints=(0, 3), restore_at_epoch_end=True)
+        L.check_exact_resume(dynbsz_loader, sc, ids_of=step_signature)
+
+
+def test_exact_resume_compares_step_indices_and_budgets_not_only_ids():
+    # A checkpoint one step short renumbers the steps after a restore: the same ids in the same
+    # order, so a comparison of ids alone passes it; the step signature does not. Under warm-up
+    # the budgets shift too.
+    sc = LoaderScenario(num_samples=18, epochs=2, checkpoints=(3,))
+    L.check_exact_resume(step_off_by_one, sc)   # ids alone: a blind spot
+    with pytest.raises(PropertyViolation, match="resume: step 3 differs"):
+        L.check_exact_resume(step_off_by_one, sc, ids_of=step_signature)
+    with pytest.raises(PropertyViolation, match="resume: step 3 differs"):
+        L.check_exact_resume(step_off_by_one, replace(sc, warmup_steps=6), ids_of=step_signature)
