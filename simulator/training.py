@@ -1,0 +1,399 @@
+"""Training as it runs: DP ranks that step together, a step time that depends on what was packed.
+
+The cold-start study treats each DP rank as an independent stream and training as free. Here
+the ranks run in lockstep, as data-parallel training does: step ``s`` starts when *every* rank
+holds its micro-batches for it (each rank's data-ready time comes from its own ``RankFeed``: the
+modelled loader and dynbsz's real packer and gate), and lasts as long as the slowest rank's
+compute; then every rank asks its loader for more. The compute of one micro-batch is
+``StepModel``: ``base + a * sum(l) + b * sum(l^2)`` over its samples' lengths ``l`` (packed
+attention is quadratic per sample).
+
+Per run: first-step time (max across ranks, and p50 for the seed comparison), trained tokens by
+any hour, the share of each rank's time spent waiting for data (stall) and for the other ranks
+(straggle), steady-state fill, the peak of what a rank holds decoded and not yet trained
+(host memory: samples and tokens) and, for a mixture, how far each source's share drifts per
+window of steps. Nothing here decides what is packed or when a cut happens: that is dynbsz's
+(``dynbatch.RankFeed`` calls ``dynbsz.packing.pack``). Time only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from dynbsz import GreedyPacker, PackerConfig
+from dynbsz.errors import ConfigError, check_int
+from dynbsz.workload import SourceSpec, Trace, Workload
+
+from .config import LoaderModelConfig, check_seconds
+from .dynbatch import RankFeed, shard, truncate
+from .gatespec import GateSpec, parse_gate
+from .workloads import SEED_STREAM, SEED_TEXT, Stream
+
+HOUR = 3600.0
+
+
+# ---- the step-time model ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepModel:
+    """Seconds of compute for one micro-batch of sample lengths ``l``: ``base_s + a * sum(l) + b * sum(l^2)``.
+
+    ``a`` is the dense part (about 6 x parameters FLOPs per token over the achieved FLOP/s),
+    ``b`` packed attention's per-sample quadratic term (about 12 x layers x hidden FLOPs per
+    token squared over the same), ``base_s`` what a micro-batch costs whatever its size
+    (optimizer step, gradient all-reduce, launch overheads).
+    """
+
+    base_s: float = 0.0
+    a: float = 0.0
+    b: float = 0.0
+    name: str = "custom"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        check_seconds("step time base", self.base_s)
+        check_seconds("step time a (seconds per token)", self.a)
+        check_seconds("step time b (seconds per token squared)", self.b)
+
+    def of(self, lengths: Sequence[int]) -> float:
+        """Seconds for one micro-batch holding samples of these lengths."""
+        s1 = s2 = 0
+        for n in lengths:
+            s1 += n
+            s2 += n * n
+        return self.base_s + self.a * s1 + self.b * s2
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "base_s": self.base_s, "a": self.a, "b": self.b}
+
+
+#: bf16 dense peak of one H100 SXM / H200 SXM (NVIDIA datasheets: 989.4 TFLOP/s without sparsity).
+H100_BF16_FLOPS = 989.4e12
+#: Model FLOPs utilisation the presets assume: 40% (Llama 3 reports 38-43% on H100 at scale;
+#: long-context runs rarely do better).
+MFU = 0.40
+
+
+def first_principles(name: str, params: float, layers: int, hidden: int, flops: float = H100_BF16_FLOPS,
+                     mfu: float = MFU, base_s: float = 0.1, source: str = "") -> StepModel:
+    """A ``StepModel`` from a model shape and a GPU: ``a = 6 N / (F u)``, ``b = 12 L d / (F u)``."""
+    achieved = flops * mfu
+    return StepModel(base_s=base_s, a=6.0 * params / achieved, b=12.0 * layers * hidden / achieved, name=name,
+                     source=source)
+
+
+#: Named presets. Each figure's origin is in docs/simulator.md ("The step-time model").
+STEP_PRESETS: dict[str, StepModel] = {
+    "none": StepModel(name="none", source="training takes no time (the cold-start study's consumer)"),
+    "1b-h100": first_principles("1b-h100", 1.24e9, 16, 2048, base_s=0.1,
+                                source="Llama-3.2-1B shape (1.24e9 params, 16 layers, hidden 2048), H100 bf16 "
+                                       "989.4 TFLOP/s at 40% MFU"),
+    "7b-h100": first_principles("7b-h100", 6.74e9, 32, 4096, base_s=0.5,
+                                source="Llama-2-7B shape (6.74e9 params, 32 layers, hidden 4096), H100 bf16 "
+                                       "989.4 TFLOP/s at 40% MFU"),
+    "8b-h200": first_principles("8b-h200", 8.03e9, 32, 4096, base_s=0.5,
+                                source="Llama-3-8B shape (8.03e9 params, 32 layers, hidden 4096), H200 bf16 "
+                                       "989.4 TFLOP/s (the H100's compute) at 40% MFU"),
+}
+DEFAULT_STEP = "1b-h100"
+
+
+def parse_step_model(text: str | StepModel) -> StepModel:
+    """A preset name or ``BASE,A,B`` (seconds, seconds per token, seconds per token squared)."""
+    if isinstance(text, StepModel):
+        return text
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"step time must be a preset ({', '.join(STEP_PRESETS)}) or BASE,A,B, got {text!r}")
+    t = text.strip()
+    if t in STEP_PRESETS:
+        return STEP_PRESETS[t]
+    parts = t.split(",")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        base, a, b = (float(x) for x in parts)
+    except ValueError:
+        raise ConfigError(f"step time {text!r}: use a preset ({', '.join(STEP_PRESETS)}) or BASE,A,B "
+                          "(e.g. 0.1,1.9e-5,1e-9: seconds, seconds per token, seconds per token squared)") from None
+    for v in (base, a, b):
+        if not math.isfinite(v) or v < 0:
+            raise ConfigError(f"step time {text!r}: BASE, A and B must be finite numbers >= 0")
+    return StepModel(base, a, b, name=t)
+
+
+# ---- training workloads: a stream and the loader that reads it ------------------------------------
+
+@dataclass(frozen=True)
+class TrainingWorkload:
+    name: str
+    workload: Workload
+    loader: LoaderModelConfig
+    description: str
+
+
+#: Short cheap text and long expensive video: different lengths, decode costs and attention costs.
+TEXT_VIDEO_LONG = Workload((
+    SourceSpec("text", 0.7, median_tokens=6_000.0, sigma=0.9, min_tokens=16, cost_base_s=0.3,
+               cost_per_token_s=2e-5, cost_noise=0.3),
+    SourceSpec("video", 0.3, median_tokens=100_000.0, sigma=0.5, min_tokens=1024, cost_base_s=15.0,
+               cost_per_token_s=2e-4, cost_noise=0.3),
+))
+
+TRAINING_WORKLOADS: dict[str, TrainingWorkload] = {
+    "seed": TrainingWorkload("seed", SEED_TEXT, LoaderModelConfig(num_workers=1, prefetch_factor=2, in_order=True),
+                             "the calibrated seed stream, one decode in flight per rank (data-bound)"),
+    "seed_8w": TrainingWorkload("seed_8w", SEED_TEXT,
+                                LoaderModelConfig(num_workers=8, prefetch_factor=2, in_order=True),
+                                "the seed stream read by 8 workers per rank (compute dominates)"),
+    "mix": TrainingWorkload("mix", TEXT_VIDEO_LONG, LoaderModelConfig(num_workers=4, prefetch_factor=2, in_order=True),
+                            "70% short text (median 6K tokens, ~0.5 s) and 30% long video (median 100K, ~35 s), "
+                            "4 workers per rank"),
+}
+
+
+def get_training_workload(name: str) -> TrainingWorkload:
+    if name not in TRAINING_WORKLOADS:
+        raise ConfigError(f"workload={name!r} is not known; allowed values: {', '.join(map(repr, TRAINING_WORKLOADS))}")
+    return TRAINING_WORKLOADS[name]
+
+
+# ---- one training run -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainingRun:
+    budget: int
+    dp: int
+    gate: str
+    step_end_s: np.ndarray          # when each step ended
+    step_tokens: np.ndarray         # tokens trained by all ranks in each step
+    first_step_s: float             # step 0's start: the slowest rank's data-ready time
+    first_step_p50_s: float         # ... p50 across ranks (the seed's figure)
+    stall_fraction: float           # of the ranks' time from step 0's start to the last step's end
+    straggle_fraction: float
+    steady_fill: float              # mean global fill of the steps after the first
+    peak_buffer_samples: int        # the largest over ranks (per rank)
+    peak_buffer_tokens: int
+    source_shares: dict = field(default_factory=dict)        # source -> share of trained samples
+    source_share_drift: dict = field(default_factory=dict)   # source -> largest |window share - share|
+    stream_ended: bool = False      # a rank's stream ran out before the horizon
+    horizon_s: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_end_s)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.step_tokens.sum())
+
+    def tokens_by(self, t_s: float) -> int:
+        """Tokens trained by steps that ended by ``t_s``."""
+        k = int(np.searchsorted(self.step_end_s, t_s, side="right"))
+        return int(self.step_tokens[:k].sum())
+
+    def time_to_tokens(self, tokens: int) -> float:
+        """When the trained tokens first reached ``tokens`` (inf if never)."""
+        cum = np.cumsum(self.step_tokens)
+        k = int(np.searchsorted(cum, tokens, side="left"))
+        return float(self.step_end_s[k]) if k < len(cum) else math.inf
+
+    def tokens_by_hour(self, hours: Sequence[float]) -> dict[str, int]:
+        return {_hour_key(h): self.tokens_by(h * HOUR) for h in hours}
+
+    def summary(self, hours: Sequence[float] = ()) -> dict:
+        out = {"budget": self.budget, "dp": self.dp, "gate": self.gate, "first_step_s": self.first_step_s,
+               "first_step_p50_s": self.first_step_p50_s, "steps": self.steps, "tokens": self.tokens,
+               "end_s": float(self.step_end_s[-1]) if self.steps else 0.0,
+               "stall_fraction": self.stall_fraction, "straggle_fraction": self.straggle_fraction,
+               "steady_fill": self.steady_fill, "peak_buffer_tokens": self.peak_buffer_tokens,
+               "peak_buffer_samples": self.peak_buffer_samples, "stream_ended": self.stream_ended}
+        if hours:
+            out["tokens_by_hour"] = self.tokens_by_hour(hours)
+        if self.max_tokens is not None:
+            out["time_to_tokens_s"] = self.time_to_tokens(self.max_tokens)
+        if len(self.source_shares) > 1:
+            out["source_shares"] = self.source_shares
+            out["source_share_drift"] = self.source_share_drift
+        return out
+
+
+def _hour_key(h: float) -> str:
+    return f"{h:g}"
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """What one run trains: a stream, a loader per rank, a step model, and where it stops."""
+
+    workload: TrainingWorkload = TRAINING_WORKLOADS["seed"]
+    step: StepModel = STEP_PRESETS[DEFAULT_STEP]
+    seed: int = SEED_STREAM
+    horizon_s: float | None = 24 * HOUR
+    max_tokens: int | None = None          # stop at this many trained tokens (token parity) instead / as well
+    share_window: int = 50                 # steps per window for the source-share drift
+    trace: Trace | None = None             # a fixed stream instead of the workload's generated one
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workload, TrainingWorkload):
+            raise ConfigError(f"workload must be a TrainingWorkload, got {type(self.workload).__name__}")
+        if not isinstance(self.step, StepModel):
+            raise ConfigError(f"step must be a StepModel, got {type(self.step).__name__}")
+        check_int("seed", self.seed, minimum=0)
+        if self.horizon_s is None and self.max_tokens is None:
+            raise ConfigError("a training run needs an end: horizon_s (seconds), max_tokens, or both")
+        if self.horizon_s is not None:
+            check_seconds("horizon_s", self.horizon_s)
+        if self.max_tokens is not None:
+            check_int("max_tokens", self.max_tokens, minimum=1)
+        check_int("share_window", self.share_window, minimum=1)
+
+
+class Trainer:
+    """Runs (budget, gate, dp) points of one ``TrainingConfig``; the stream is shared (prefix-stable)."""
+
+    MAX_STREAM = 1 << 23
+
+    def __init__(self, config: TrainingConfig = TrainingConfig()):
+        self.config = config
+        self.stream = Stream(config.workload.workload, config.seed)
+        self._mean_cost = float(config.workload.workload.sample(4096, 0).cost_s.mean())
+
+    def _samples_per_rank(self, budget: int) -> int:
+        cfg = self.config
+        workers = max(1, cfg.workload.loader.num_workers)
+        if cfg.horizon_s is not None:
+            # The loader cannot deliver more than workers x horizon / mean cost samples.
+            n = int(1.3 * cfg.horizon_s * workers / max(self._mean_cost, 1e-6)) + 512
+        else:
+            n = 4096
+        return min(n, self.MAX_STREAM)
+
+    def run(self, budget: int, gate: str | GateSpec, dp: int, *,
+            gate_factory: Callable[[int], object] | None = None) -> TrainingRun:
+        cfg = self.config
+        check_int("budget", budget, minimum=1)
+        check_int("dp size", dp, minimum=1, maximum=1024)
+        spec = gate if isinstance(gate, GateSpec) else parse_gate(gate)
+        if cfg.trace is not None:
+            return self._run(truncate(cfg.trace, budget), budget, spec, dp)
+        n = dp * self._samples_per_rank(budget)
+        while True:
+            run = self._run(truncate(self.stream.take(n), budget), budget, spec, dp)
+            if not run.stream_ended or n >= self.MAX_STREAM:
+                return run
+            n = min(2 * n, self.MAX_STREAM)
+
+    def _run(self, trace: Trace, budget: int, spec: GateSpec, dp: int) -> TrainingRun:
+        cfg = self.config
+        if len(trace) < dp:
+            raise ConfigError(f"the trace has {len(trace)} samples, fewer than dp size {dp}")
+        packer_cfg = PackerConfig(budget)
+        gates = [spec.gate_for(budget) for _ in range(dp)]     # one per rank: a user gate may keep state
+        feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,
+                          packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
+        return lockstep(feeds, cfg.step, budget=budget, gate=spec.label, horizon_s=cfg.horizon_s,
+                        max_tokens=cfg.max_tokens, source_names=trace.source_names,
+                        source_of=trace.source, share_window=cfg.share_window)
+
+
+def lockstep(feeds: Sequence[RankFeed], step: StepModel, *, budget: int, gate: str, horizon_s: float | None,
+             max_tokens: int | None = None, source_names: tuple = ("text",), source_of: np.ndarray | None = None,
+             share_window: int = 50) -> TrainingRun:
+    """Drive one ``RankFeed`` per DP rank in lockstep until ``horizon_s`` or ``max_tokens``.
+
+    Step s starts at the latest data-ready time over ranks and ends after the slowest rank's
+    compute; a step that would end after ``horizon_s`` is not run. Each rank's time in
+    [step 0's start, last end] is data wait + wait for the other ranks + its own compute.
+    """
+    dp = len(feeds)
+    ends: list[float] = []
+    toks: list[int] = []
+    fills: list[float] = []
+    sources: list[list[str]] = []
+    first_ready: list[float] = []
+    wait_data = np.zeros(dp)
+    wait_rank = np.zeros(dp)
+    prev_end = None
+    total = 0
+    ended = False
+    of = step.of
+    per_step = None
+    while True:
+        fed = [f.next_step() for f in feeds]
+        if any(s is None for s in fed):
+            ended = True
+            break
+        ready = [s.ready_s for s in fed]
+        comp = [sum(of(mb.tokens) for mb in s.micro_batches) for s in fed]
+        start = max(ready)
+        dur = max(comp)
+        end = start + dur
+        if horizon_s is not None and end > horizon_s:
+            break
+        if prev_end is None:
+            first_ready = ready
+            for r in range(dp):
+                wait_rank[r] += dur - comp[r]
+        else:
+            for r in range(dp):
+                wait_data[r] += ready[r] - prev_end
+                wait_rank[r] += (start - ready[r]) + (dur - comp[r])
+        step_tokens = sum(s.tokens for s in fed)
+        if per_step is None:
+            per_step = feeds[0].per_step
+        fills.append(step_tokens / (dp * budget * per_step))
+        if len(source_names) > 1:
+            sources.append([src for s in fed for mb in s.micro_batches for src in mb.sources])
+        ends.append(end)
+        toks.append(step_tokens)
+        total += step_tokens
+        for f in feeds:
+            f.finish_step(end)
+        prev_end = end
+        if max_tokens is not None and total >= max_tokens:
+            break
+    if not ends:
+        first = [f.t for f in feeds]
+        return TrainingRun(budget, dp, gate, np.zeros(0), np.zeros(0, np.int64), max(first), float(np.median(first)),
+                           0.0, 0.0, math.nan, *_peaks(feeds), stream_ended=ended, horizon_s=horizon_s,
+                           max_tokens=max_tokens)
+    start0 = max(first_ready)
+    span = dp * (ends[-1] - start0)
+    shares, drift = _share_drift(sources, source_names, share_window)
+    return TrainingRun(
+        budget, dp, gate, np.asarray(ends), np.asarray(toks, dtype=np.int64), first_step_s=float(start0),
+        first_step_p50_s=float(np.median(first_ready)),
+        stall_fraction=float(wait_data.sum() / span) if span > 0 else 0.0,
+        straggle_fraction=float(wait_rank.sum() / span) if span > 0 else 0.0,
+        steady_fill=float(np.mean(fills[1:])) if len(fills) > 1 else math.nan,
+        peak_buffer_samples=_peaks(feeds)[0], peak_buffer_tokens=_peaks(feeds)[1], source_shares=shares,
+        source_share_drift=drift, stream_ended=ended, horizon_s=horizon_s, max_tokens=max_tokens)
+
+
+def _peaks(feeds: Sequence[RankFeed]) -> tuple[int, int]:
+    peaks = [f.peak_held() for f in feeds]
+    return max(p[0] for p in peaks), max(p[1] for p in peaks)
+
+
+def _share_drift(sources: list[list[str]], names: tuple, window: int) -> tuple[dict, dict]:
+    """Per source: its share of the trained samples, and the largest deviation of a window's share from it."""
+    if len(names) < 2 or not sources:
+        return {}, {}
+    index = {n: k for k, n in enumerate(names)}
+    counts = np.zeros((len(sources), len(names)))
+    for s, srcs in enumerate(sources):
+        for src in srcs:
+            counts[s, index[src]] += 1
+    overall = counts.sum(axis=0) / max(counts.sum(), 1.0)
+    nwin = -(-len(sources) // window)
+    drift = np.zeros(len(names))
+    for w in range(nwin):
+        c = counts[w * window:(w + 1) * window].sum(axis=0)
+        if c.sum() and (w + 1) * window <= len(sources):   # full windows only
+            drift = np.maximum(drift, np.abs(c / c.sum() - overall))
+    return ({n: float(overall[k]) for n, k in index.items()}, {n: float(drift[k]) for n, k in index.items()})
