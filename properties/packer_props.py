@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from dynbsz.config import PackerConfig
-from dynbsz.selection import select_reference
 
 from .errors import PropertyViolation
 from .scenarios import Sample
@@ -236,16 +235,50 @@ def check_gate_opens(run: Run, gate_should_open: Callable[[int, int, int], bool]
                                     f"{o.tokens} tokens, ready()={o.ready}, the gate's rule says {want}")
 
 
+def greedy_walk(buffer: Sequence[Sample], budget: int, cap: int | None, empties_alone: bool = True) -> list:
+    """The ids VeOmni's ordered greedy rule takes from ``buffer`` (oldest first), restated here from
+    its documentation and never imported from the packer under test (dynbsz.selection holds both
+    the fast walk and a literal one: a slip shared by the two would pass an oracle taken from it).
+
+    The rule (README, "Selection"; VeOmni's ``DynBszBuffer.get_samples``): walk the buffer oldest
+    first and take every sample that still fits the remaining budget and, with a physical-token cap,
+    the remaining cap; the oldest sample is always taken, whatever its size (so an overlong sample
+    under ``overlong='emit_alone'`` is a micro-batch of its own when it reaches the head, and is
+    never taken behind it). The walk ends once the micro-batch is full (nothing of the budget left).
+    Empty samples under dynbsz's ``empty='emit_alone'`` (``empties_alone``) travel alone: taken
+    only as the head, and then alone; a packer without that policy (VeOmni's) packs them like any
+    other. Samples a ``drop`` policy rejects never reach the buffer.
+    """
+    if not buffer:
+        return []
+    head = buffer[0]
+    taken = [head.id]
+    if empties_alone and head.tokens == 0:
+        return taken
+    room = budget - head.tokens
+    room_p = None if cap is None else cap - _phys(head)
+    for s in buffer[1:]:
+        if room <= 0:
+            break                      # full: the walk ends
+        if empties_alone and s.tokens == 0:
+            continue                   # an empty sample is never co-packed
+        if s.tokens <= room and (room_p is None or _phys(s) <= room_p):
+            taken.append(s.id)
+            room -= s.tokens
+            if room_p is not None:
+                room_p -= _phys(s)
+    return taken
+
+
 def check_ordered_greedy(run: Run) -> None:
-    """Each micro-batch is what VeOmni's ordered greedy walk takes from the buffer, and the
-    samples left behind keep their arrival order."""
+    """Each micro-batch is what VeOmni's ordered greedy walk (``greedy_walk``) takes from the
+    buffer, and the samples left behind keep their arrival order."""
     cap = run.config.physical_cap
+    # dynbsz's empty policy sends a zero-token sample alone; a packer without one (VeOmni's) packs it.
+    alone = bool(getattr(run.packer, "empties_alone", True))
     for k, c in enumerate(run.cuts):
         buf = c.buffer_before
-        # dynbsz's empty policy sends a zero-token sample alone; a packer without one (VeOmni's) packs it.
-        lone = [s.tokens == 0 for s in buf] if getattr(run.packer, "empties_alone", True) else []
-        want = [buf[i].id for i in select_reference([s.tokens for s in buf], c.budget, [_phys(s) for s in buf],
-                                                     cap, lone if any(lone) else None)]
+        want = greedy_walk(buf, c.budget, cap, alone)
         if list(c.ids) != want:
             raise PropertyViolation(f"ordered greedy: micro-batch {k} (budget {c.budget}) is {list(c.ids)}, "
                                     f"the greedy walk over the buffer {[(s.id, s.tokens) for s in buf]} takes {want}")

@@ -16,6 +16,19 @@ class BudgetOffByOne(GreedyPacker):
     _select = staticmethod(lambda tok, budget, *a: select(tok, budget + 1, *a))
 
 
+@mutant("fit-strict", component="packer")
+class FitStrict(GreedyPacker):
+    """Selection admits a sample only if it fits with room to spare (``<`` where ``<=`` was meant), for
+    the budget and the physical cap alike: exact fits are left behind. (dynbsz.selection's literal
+    walk is a reference for its fast one; the same slip in both passes any oracle taken from it.)"""
+
+    @staticmethod
+    def _select(tok, budget, physical=None, cap=None, alone=None):
+        # tokens < budget - sum  <=>  tokens <= (budget - 1) - sum; the walk's end (sum >= budget) differs
+        # only by zero-token samples, which travel alone.
+        return select(tok, max(budget - 1, 0), physical, None if cap is None else max(cap - 1, 0), alone)
+
+
 @mutant("no-forced-head", component="packer")
 class NoForcedHead(GreedyPacker):
     """Skips a head that does not fit instead of forcing it out: an overlong head starves."""
