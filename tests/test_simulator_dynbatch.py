@@ -160,6 +160,33 @@ def test_calibration_lands_within_the_issue_tolerances():
             assert abs(r["fill_diff_points"]) <= FILL_TOLERANCE_POINTS, r
 
 
+#: The calibration as a statistic over streams. Measured over streams 0-199 (2026-12-01): the median
+#: stream's worst ready-time error over the four seed points is 15.8% (p90 33%), its worst fill
+#: difference 0.93 points, and 19 of 200 streams (8 of the first 100) meet both tolerances. The
+#: bounds below leave room for drift, not for a model that only one lucky stream calibrates.
+CALIBRATION_STREAMS = 200
+MEDIAN_WORST_READY_ERROR = 0.20
+MEDIAN_WORST_FILL_POINTS = FILL_TOLERANCE_POINTS
+
+
+def test_calibration_holds_as_a_statistic_over_many_streams_not_only_the_chosen_one():
+    from simulator.workloads import SEED_STREAM
+
+    worst_ready, worst_fill, meets = [], [], []
+    for seed in range(CALIBRATION_STREAMS):
+        rows = calibration(StudyConfig(seed=seed))
+        worst_ready.append(max(abs(r["ready_error"]) for r in rows))
+        worst_fill.append(max(abs(r["fill_diff_points"]) for r in rows if r["fill_diff_points"] is not None))
+        meets.append(all(r["ok"] for r in rows))
+    assert np.median(worst_ready) <= MEDIAN_WORST_READY_ERROR, np.median(worst_ready)
+    assert np.median(worst_fill) <= MEDIAN_WORST_FILL_POINTS, np.median(worst_fill)
+    assert sum(meets) >= 0.05 * CALIBRATION_STREAMS, sum(meets)
+    # The documented example (docs/simulator.md, "Stream seed"): the chosen stream meets both
+    # tolerances, and its worst ready-time error is among the best 5% of the streams.
+    assert meets[SEED_STREAM]
+    assert worst_ready[SEED_STREAM] <= np.percentile(worst_ready, 5), worst_ready[SEED_STREAM]
+
+
 def test_study_points_dp_and_gate_monotonicity():
     study = Study(StudyConfig(budgets=(512 * K,), gates=("fixed:24",), dp_sizes=(1,), steps=40))
     small, large = study.point(512 * K, "fixed:24", 2), study.point(512 * K, "fixed:200", 2)
