@@ -1,4 +1,4 @@
-"""``python -m simulator``: run | cold-start | sweep | skew | fidelity.
+"""``python -m simulator``: run | cold-start | sweep | skew | fidelity | policy | advise.
 
 Every command prints a readable table by default and JSON with ``--json``; long
 runs draw a progress bar on stderr when it is a terminal (``--progress`` /
@@ -373,6 +373,97 @@ def cmd_skew(args) -> int:
     return 0 if lookahead_ok else 1
 
 
+# ---- policy: trained tokens per hour ------------------------------------------------------------
+
+def parse_hours(text: str) -> tuple[float, ...]:
+    try:
+        hours = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"hours are comma-separated positive numbers like 1,6,24, got {text!r}") \
+            from None
+    if not hours or any(not math.isfinite(h) or h <= 0 for h in hours):
+        raise argparse.ArgumentTypeError(f"hours are comma-separated positive numbers like 1,6,24, got {text!r}")
+    return tuple(sorted(set(hours)))
+
+
+def _ratio_cell(ratio: dict | None, hours) -> str:
+    if ratio is None:
+        return "-"
+    return " ".join(f"{ratio[k]:.3f}" for k in hours)
+
+
+def cmd_policy(args) -> int:
+    import os
+
+    from .policy import GOAL_RATIO, PolicyConfig, PolicyStudy
+    from .training import parse_step_model
+
+    config = PolicyConfig(budgets=tuple(args.budgets), dp_sizes=tuple(args.dp), workloads=tuple(args.workloads),
+                          gates=tuple(args.gates), hours=tuple(args.hours), step=parse_step_model(args.step_time),
+                          seed=args.seed, max_tokens=args.tokens)
+    if args.plot:
+        from .plot import check_path
+
+        check_path(args.plot)
+    jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
+    with _progress(args, "policy") as bar:
+        result = PolicyStudy(config).run(progress=bar, jobs=jobs)
+    if args.plot:
+        from .plot import policy as plot_policy
+
+        plot_policy(result, config.hours, args.plot)
+    hk = [f"{h:g}" for h in config.hours]
+    if args.json:
+        _emit_json(_clean({"config": {"budgets": list(config.budgets), "dp_sizes": list(config.dp_sizes),
+                                      "workloads": list(config.workloads), "gates": list(config.gates),
+                                      "hours": list(config.hours), "step_time": config.step.to_json(),
+                                      "seed": config.seed, "advice_seed_offset": 1000,
+                                      "fixed_search": list(config.fixed_search), "max_tokens": config.max_tokens},
+                           **result}))
+        return 0
+    print(f"policy: tokens trained by hour {', '.join(hk)} (DP ranks in lockstep, step time "
+          f"{config.step.name}: {config.step.base_s:g} s + {config.step.a:.3g} s/token + {config.step.b:.3g} "
+          f"s/token^2 per micro-batch); scored stream seed {config.seed}, advice stream seed {config.seed + 1000}")
+    shown = set(config.gates) | {r["gate"] for r in result["rows"] if r["kind"] == "advised"}
+    body = []
+    for r in result["rows"]:
+        if r["gate"] not in shown:
+            continue
+        if r.get("error"):
+            body.append([r["workload"], budget_label(r["budget"]), r["dp"], r["gate"], "-", "-", "-", "-", "-",
+                         "n/a: " + _short(r["error"], 40)])
+            continue
+        tb = r["tokens_by_hour"]
+        body.append([r["workload"], budget_label(r["budget"]), r["dp"], r["gate"], secs(r["first_step_s"]),
+                     " ".join(f"{tb[k] / 1e6:.1f}M" for k in hk), pct(r["stall_fraction"], 1),
+                     pct(r["straggle_fraction"], 1), pct(r["steady_fill"], 1),
+                     f"{r['peak_buffer_samples']} / {r['peak_buffer_tokens'] / 1e6:.1f}M"])
+    print(table(["workload", "budget", "dp", "gate", "first step (s)", f"tokens by h {','.join(hk)}", "stall",
+                 "straggle", "steady fill", "peak buffer (samples / tokens)"], body, "llrlrrrrrr"))
+    print()
+    body = []
+    for e in result["best"]:
+        ca = e["context_aware_ratio"]
+        note = "goal met" if e["goal_met"] else "MISS: " + e["miss"]
+        over = min(e["advised_ratio"].values())
+        if over > 1.0:
+            note += f"; beats every fixed size by {100 * (over - 1):.1f}%+"
+        body.append([e["workload"], budget_label(e["budget"]), e["dp"],
+                     ",".join(dict.fromkeys(e["best_fixed_by_hour"].values())), e["advised_gate"],
+                     _ratio_cell(e["advised_ratio"], hk), _ratio_cell(e["fixed_200_ratio"], hk),
+                     _ratio_cell(ca, hk), note])
+    print(f"against the best fixed size per hour (searched on the scored stream: an oracle); goal: advised >= "
+          f"{GOAL_RATIO} at every hour")
+    print(table(["workload", "budget", "dp", "best fixed (by hour)", "advised (chosen on another stream)",
+                 f"advised / best at h {','.join(hk)}", "fixed:200 / best", "context_aware / best", "note"], body,
+                "llrllrrrl"))
+    met = sum(e["goal_met"] for e in result["best"])
+    print(f"\ngoal met at {met} of {len(result['best'])} points; {result['seconds']:.0f} s")
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
 # ---- fidelity ----------------------------------------------------------------------------------------
 
 def cmd_fidelity(args) -> int:
@@ -459,6 +550,34 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(step_time=0.01)
     _add_common(k)
     k.set_defaults(func=cmd_skew)
+
+    pol = sub.add_parser("policy", help="which buffer policy trains the most tokens by hour 1, 6, 24: DP ranks in "
+                         "lockstep, a step-time model, the advised gate against the best fixed size")
+    from .policy import DEFAULT_BUDGETS as P_BUDGETS
+    from .policy import DEFAULT_DP as P_DP
+    from .policy import DEFAULT_GATES as P_GATES
+    from .policy import DEFAULT_HOURS, DEFAULT_WORKLOADS
+    from .training import DEFAULT_STEP
+
+    pol.add_argument("--budgets", type=parse_list(parse_budget), default=P_BUDGETS,
+                     help="comma-separated token budgets (default 128K,256K,512K,1M,2M)")
+    pol.add_argument("--dp", type=parse_list(int), default=P_DP, help="comma-separated DP sizes (default 1,2,4,8)")
+    pol.add_argument("--workloads", type=parse_list(str), default=DEFAULT_WORKLOADS,
+                     help="comma-separated training workloads: seed, seed_8w, mix (default all)")
+    pol.add_argument("--gates", type=parse_list(str), default=P_GATES,
+                     help="gates to compare besides the fixed-size search and the advised gate (default "
+                     "fixed:200,context_aware,token_aware,warmup_ramp:24:200:0:100)")
+    pol.add_argument("--hours", type=parse_hours, default=DEFAULT_HOURS, help="comma-separated hours (default 1,6,24)")
+    pol.add_argument("--step-time", default=DEFAULT_STEP, metavar="PRESET|BASE,A,B",
+                     help=f"step-time model: a preset (none, 1b-h100, 7b-h100, 8b-h200; default {DEFAULT_STEP}) or "
+                     "BASE,A,B: seconds per micro-batch = BASE + A*sum(l) + B*sum(l^2)")
+    pol.add_argument("--tokens", type=int, default=None, metavar="N",
+                     help="token parity: also report when each gate had trained N tokens (JSON time_to_tokens_s)")
+    pol.add_argument("--seed", type=int, default=22, help="scored stream seed (the advice stream is seed + 1000)")
+    pol.add_argument("--jobs", type=int, default=None, help="processes (default: min(2, CPUs))")
+    pol.add_argument("--plot", metavar="FILE.png")
+    _add_common(pol)
+    pol.set_defaults(func=cmd_policy)
 
     f = sub.add_parser("fidelity", help="the real StatefulDataLoader and dynbsz's balanced loader (sleep costs) "
                        "against the model")

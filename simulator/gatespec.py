@@ -6,6 +6,10 @@ Built-ins resolve through ``dynbsz.gates`` (never re-implemented here):
     context_aware      dynbsz.gates.context_aware(budget): fails closed (ConfigError) off 512K/1M
     token_aware        TokenAwareGate() (margin 0.5, pool cap 200)
     token_aware:M:P    TokenAwareGate(margin=M, pool_cap=P)
+    warmup_ramp        WarmupRampGate() (start 24, full 200, hold 0, ramp 100 steps)
+    warmup_ramp:S:F:H:R  WarmupRampGate(start=S, full=F, hold_steps=H, ramp_steps=R)
+    auto               the advised rule's gate (``AUTO_DEFAULTS``, a WarmupRampGate; see docs/simulator.md)
+    auto:FILE.json     the gate ``python -m simulator advise --json`` recommended (its ``recommended.gate``)
 
 Anything else of the form ``package.module:name`` is imported: ``name`` is a gate
 object (``ready(view)`` and ``spec()``), or a factory called as ``name(budget=...)``
@@ -20,9 +24,30 @@ from typing import Any, Callable
 
 from dynbsz.errors import ConfigError
 from dynbsz.factory import load_object
-from dynbsz.gates import FixedGate, TokenAwareGate, context_aware
+from dynbsz.gates import FixedGate, TokenAwareGate, WarmupRampGate, context_aware, resolve_gate
 
-BUILTIN_FORMS = ("fixed:N", "context_aware", "token_aware", "token_aware:MARGIN:POOL_CAP")
+BUILTIN_FORMS = ("fixed:N", "context_aware", "token_aware", "token_aware:MARGIN:POOL_CAP", "warmup_ramp",
+                 "warmup_ramp:START:FULL:HOLD:RAMP", "auto", "auto:ADVICE.json")
+
+#: The ``auto`` gate without an advice file: the rule ``simulator policy`` found general (docs/simulator.md,
+#: "Which general rule"): a small minimum at the start, ramped to the full one over the first steps.
+AUTO_DEFAULTS = {"start": 8, "full": 24, "hold_steps": 0, "ramp_steps": 50}
+
+
+def ramp_label(start: int, full: int, hold_steps: int, ramp_steps: int) -> str:
+    return f"warmup_ramp:{start}:{full}:{hold_steps}:{ramp_steps}"
+
+
+def gate_label(spec: dict) -> str:
+    """The command-line form of a built-in gate's ``spec()`` (fixed, warmup_ramp, token_aware)."""
+    kind = spec.get("kind")
+    if kind == "fixed":
+        return f"fixed:{spec['buffer_size']}"
+    if kind == "warmup_ramp":
+        return ramp_label(spec["start"], spec["full"], spec["hold_steps"], spec["ramp_steps"])
+    if kind == "token_aware":
+        return f"token_aware:{spec['margin']:g}:{spec['pool_cap']}"
+    raise ConfigError(f"gate spec {spec!r} has no command-line form")
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,27 @@ def parse_gate(text: str) -> GateSpec:
                               "e.g. token_aware:0.5:200") from None
         TokenAwareGate(margin, pool)
         return GateSpec(text, lambda budget, m=margin, p=pool: TokenAwareGate(m, p))
+    if head == "warmup_ramp":
+        if not rest:
+            return GateSpec(text, lambda budget: WarmupRampGate())
+        try:
+            values = [int(x) for x in rest.split(":")]
+            if len(values) != 4:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"gate {text!r}: use warmup_ramp or warmup_ramp:START:FULL:HOLD:RAMP (integers: the "
+                              "minimum at the start, the full minimum, steps held at START, steps to ramp), "
+                              "e.g. warmup_ramp:24:200:0:100") from None
+        WarmupRampGate(*values)   # validates now, not at the first budget
+        return GateSpec(text, lambda budget, v=tuple(values): WarmupRampGate(*v))
+    if head == "auto":
+        if not rest:
+            return GateSpec(text, lambda budget: resolve_gate("warmup_ramp", **AUTO_DEFAULTS))
+        if not rest.endswith(".json"):
+            raise ConfigError(f"gate {text!r}: use auto (the documented defaults) or auto:ADVICE.json (the JSON "
+                              "`python -m simulator advise --json` wrote)")
+        spec = _advice_gate(rest)
+        return GateSpec(text, lambda budget, g=spec: resolve_gate(g, budget=budget))
     if not rest or not head:
         raise ConfigError(f"gate {text!r} is not one of {', '.join(BUILTIN_FORMS)} and not of the form "
                           "MODULE:FACTORY (e.g. mypkg.gates:make_gate)")
@@ -86,3 +132,22 @@ def _user_factory(text: str) -> Callable[[int], Any]:
     except (TypeError, ValueError):
         takes_budget = False
     return (lambda budget: obj(budget=budget)) if takes_budget else (lambda budget: obj())
+
+
+def _advice_gate(path: str) -> dict:
+    import json
+
+    try:
+        with open(path) as f:
+            advice = json.load(f)
+        gate = advice["recommended"]["gate"]
+    except FileNotFoundError:
+        raise ConfigError(f"gate auto:{path}: no such file (write it with `python -m simulator advise ... --json "
+                          f"> {path}`)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"gate auto:{path}: not an advice file (expected JSON with recommended.gate): "
+                          f"{type(e).__name__}: {e}") from None
+    if not isinstance(gate, dict) or "kind" not in gate:
+        raise ConfigError(f"gate auto:{path}: recommended.gate must be a gate spec with a 'kind', got {gate!r}")
+    resolve_gate(gate, budget=1)   # validates now
+    return gate

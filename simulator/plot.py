@@ -94,3 +94,29 @@ def skew(results, names, window: int, path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def policy(result: dict, hours, path) -> Path:
+    """Per hour: the advised gate's, fixed:200's and context_aware's tokens over the best fixed size, per point."""
+    path = check_path(path)
+    plt = _pyplot()
+    best = result["best"]
+    keys = [f"{h:g}" for h in hours]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 4.0), squeeze=False, sharey=True)
+    labels = [f"{e['workload']} {budget_label(e['budget'])} dp{e['dp']}" for e in best]
+    x = list(range(len(best)))
+    for j, k in enumerate(keys):
+        ax = axes[0][j]
+        for name, field, marker in (("advised", "advised_ratio", "o"), ("fixed:200", "fixed_200_ratio", "x"),
+                                    ("context_aware", "context_aware_ratio", "^")):
+            ys = [e[field][k] if e.get(field) else math.nan for e in best]
+            ax.plot(x, ys, marker=marker, linestyle="none", label=name)
+        ax.axhline(0.99, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_title(f"tokens by hour {k} / best fixed size")
+        ax.set_xticks(x, labels, rotation=90, fontsize=5)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,323 @@
+"""Which buffer policy trains the most tokens by a given hour: the ``simulator policy`` study.
+
+A point is (token budget, DP size, training workload). At each point every requested gate runs
+on the *scored* stream through the training model (``simulator.training``: ranks in lockstep,
+the step-time model), and so does every fixed buffer size in ``FIXED_SEARCH``: the best of
+those, hour by hour, is the oracle (``best_fixed``), a bound no fixed size set in advance can
+beat on this stream.
+
+The advised gate is chosen by ``advise_gate`` on *another* stream of the same workload (the
+advice stream: another seed), never on the stream it is judged on: it searches the fixed sizes
+and warm-up ramps (``WarmupRampGate``) built from them, and keeps the gate whose worst ratio to
+the advice stream's per-hour best fixed size is the highest. Then it is run on the scored stream
+and compared with the oracle there (``advised_ratio``, per hour).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from dynbsz.errors import ConfigError, check_int
+from dynbsz.tables import budget_label
+
+from .gatespec import parse_gate, ramp_label
+from .training import (
+    DEFAULT_STEP,
+    HOUR,
+    STEP_PRESETS,
+    TRAINING_WORKLOADS,
+    StepModel,
+    Trainer,
+    TrainingConfig,
+    TrainingRun,
+    _hour_key,
+)
+from .workloads import SEED_STREAM
+
+K = 1024
+DEFAULT_BUDGETS = (128 * K, 256 * K, 512 * K, 1024 * K, 2048 * K)
+DEFAULT_DP = (1, 2, 4, 8)
+DEFAULT_WORKLOADS = ("seed", "seed_8w", "mix")
+DEFAULT_GATES = ("fixed:200", "context_aware", "token_aware", "warmup_ramp:24:200:0:100")
+DEFAULT_HOURS = (1.0, 6.0, 24.0)
+#: The fixed sizes the oracle (and advise) search.
+FIXED_SEARCH = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100, 200)
+#: Ramp lengths (optimizer steps) advise tries between two fixed sizes.
+RAMP_STEPS = (10, 50, 200)
+#: The advice stream's seed is the scored stream's plus this: another stream of the same workload.
+ADVICE_SEED_OFFSET = 1000
+#: The goal: the advised gate reaches this share of the per-hour best fixed size.
+GOAL_RATIO = 0.99
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+    dp_sizes: tuple[int, ...] = DEFAULT_DP
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
+    gates: tuple[str, ...] = DEFAULT_GATES
+    hours: tuple[float, ...] = DEFAULT_HOURS
+    step: StepModel = STEP_PRESETS[DEFAULT_STEP]
+    seed: int = SEED_STREAM
+    fixed_search: tuple[int, ...] = FIXED_SEARCH
+    max_tokens: int | None = None     # token parity: also report when each gate reached this many tokens
+
+    def __post_init__(self) -> None:
+        for name in ("budgets", "dp_sizes", "workloads", "gates", "hours", "fixed_search"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or (not v and name != "gates"):
+                raise ConfigError(f"{name} must be a non-empty tuple, got {v!r}")
+        for b in self.budgets:
+            check_int("budget", b, minimum=1)
+        for d in self.dp_sizes:
+            check_int("dp size", d, minimum=1, maximum=1024)
+        for w in self.workloads:
+            if w not in TRAINING_WORKLOADS:
+                raise ConfigError(f"workload={w!r} is not known; allowed values: "
+                                  f"{', '.join(map(repr, TRAINING_WORKLOADS))}")
+        for h in self.hours:
+            if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or h <= 0:
+                raise ConfigError(f"hours must be positive numbers, got {h!r}")
+        if list(self.hours) != sorted(set(self.hours)):
+            raise ConfigError(f"hours must be increasing and distinct, got {self.hours!r}")
+        for n in self.fixed_search:
+            check_int("fixed search size", n, minimum=1)
+        for g in self.gates:
+            parse_gate(g)
+        check_int("seed", self.seed, minimum=0)
+        if self.max_tokens is not None:
+            check_int("max_tokens", self.max_tokens, minimum=1)
+
+    @property
+    def horizon_s(self) -> float:
+        return max(self.hours) * HOUR
+
+
+@dataclass(frozen=True)
+class GateAdvice:
+    """What ``advise_gate`` chose, and the table it chose from (on the advice stream)."""
+
+    label: str
+    score: float                       # worst ratio over hours to the advice stream's best fixed size
+    best_fixed: dict                   # hour -> (label, tokens) on the advice stream
+    candidates: dict                   # label -> {hour: tokens}
+    runs: dict                         # label -> TrainingRun (advice stream)
+
+
+def _tokens(run: TrainingRun, hours: Sequence[float]) -> dict[str, int]:
+    return run.tokens_by_hour(hours)
+
+
+def best_by_hour(table: dict[str, dict[str, int]], hours: Sequence[float]) -> dict[str, tuple[str, int]]:
+    """Per hour, the label with the most tokens (ties: the first in ``table``'s order)."""
+    out = {}
+    for h in hours:
+        k = _hour_key(h)
+        label = max(table, key=lambda lab: table[lab][k])
+        out[k] = (label, table[label][k])
+    return out
+
+
+def worst_ratio(tokens: dict[str, int], best: dict[str, tuple[str, int]]) -> float:
+    ratios = [tokens[k] / b if b > 0 else (1.0 if tokens[k] >= 0 else 0.0) for k, (_, b) in best.items()]
+    return min(ratios) if ratios else math.nan
+
+
+def ramp_candidates(best: dict[str, tuple[str, int]], sizes: Sequence[int]) -> list[str]:
+    """Warm-up ramps from a size that wins early to one that wins later (from the advice stream's best sizes)."""
+    fixed = [int(lab.split(":")[1]) for lab, _ in best.values()]
+    out = []
+    starts = sorted(set(fixed))
+    for i, s in enumerate(starts):
+        for f in starts[i + 1:]:
+            for r in RAMP_STEPS:
+                out.append(ramp_label(s, f, 0, r))
+    # a ramp from the early winner one size up: the smallest step of pool growth
+    first = fixed[0]
+    up = [n for n in sizes if n > first]
+    if up:
+        for r in RAMP_STEPS:
+            lab = ramp_label(first, up[0], 0, r)
+            if lab not in out:
+                out.append(lab)
+    return out
+
+
+def advise_gate(trainer: Trainer, budget: int, dp: int, hours: Sequence[float],
+                sizes: Sequence[int] = FIXED_SEARCH) -> GateAdvice:
+    """Choose a gate on ``trainer``'s stream: the fixed sizes, then ramps between the per-hour winners.
+
+    The score of a gate is its worst ratio, over ``hours``, to the best fixed size at that hour;
+    the highest score wins (ties: fixed before ramps, smaller before larger: the simpler gate).
+    """
+    runs: dict[str, TrainingRun] = {}
+    table: dict[str, dict[str, int]] = {}
+    for n in sizes:
+        lab = f"fixed:{n}"
+        runs[lab] = trainer.run(budget, lab, dp)
+        table[lab] = _tokens(runs[lab], hours)
+    best = best_by_hour(table, hours)
+    for lab in ramp_candidates(best, sizes):
+        runs[lab] = trainer.run(budget, lab, dp)
+        table[lab] = _tokens(runs[lab], hours)
+    scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
+    score, _, label = max(scored)
+    return GateAdvice(label, score, best, table, runs)
+
+
+@dataclass
+class PolicyStudy:
+    config: PolicyConfig
+
+    def __post_init__(self) -> None:
+        self._trainers: dict[tuple[str, int], Trainer] = {}
+
+    def trainer(self, workload: str, seed: int) -> Trainer:
+        key = (workload, seed)
+        if key not in self._trainers:
+            cfg = self.config
+            self._trainers[key] = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], step=cfg.step,
+                                                         seed=seed, horizon_s=cfg.horizon_s))
+        return self._trainers[key]
+
+    def points(self) -> list[tuple[int, int, str]]:
+        c = self.config
+        return [(b, d, w) for w in c.workloads for b in c.budgets for d in c.dp_sizes]
+
+    def point(self, budget: int, dp: int, workload: str) -> tuple[list[dict], dict]:
+        cfg = self.config
+        hours = cfg.hours
+        scored = self.trainer(workload, cfg.seed)
+        advice = advise_gate(self.trainer(workload, cfg.seed + ADVICE_SEED_OFFSET), budget, dp, hours,
+                             cfg.fixed_search)
+        rows = []
+        table: dict[str, dict[str, int]] = {}
+
+        def add(label: str, run: TrainingRun | None, error: str | None = None, kind: str = "gate") -> None:
+            row = {"budget": budget, "dp": dp, "workload": workload, "gate": label, "kind": kind}
+            if run is None:
+                row.update(error=error)
+            else:
+                s = run.summary(hours)
+                row.update({k: s[k] for k in ("first_step_s", "first_step_p50_s", "tokens_by_hour", "stall_fraction",
+                                              "straggle_fraction", "steady_fill", "peak_buffer_tokens",
+                                              "peak_buffer_samples", "steps")})
+                for k in ("source_share_drift", "source_shares"):
+                    if k in s:
+                        row[k] = s[k]
+                if cfg.max_tokens is not None:
+                    row["time_to_tokens_s"] = run.time_to_tokens(cfg.max_tokens)
+                table[label] = s["tokens_by_hour"]
+            rows.append(row)
+
+        runs: dict[str, TrainingRun] = {}
+        for n in cfg.fixed_search:
+            lab = f"fixed:{n}"
+            runs[lab] = scored.run(budget, lab, dp) if cfg.max_tokens is None else self._parity(workload, budget,
+                                                                                                   lab, dp)
+            add(lab, runs[lab], kind="search")
+        fixed_table = dict(table)
+        best = best_by_hour(fixed_table, hours)
+        for g in cfg.gates:
+            if g in runs:
+                for r in rows:
+                    if r["gate"] == g:
+                        r["kind"] = "gate"
+                continue
+            try:
+                run = scored.run(budget, g, dp) if cfg.max_tokens is None else self._parity(workload, budget, g, dp)
+            except ConfigError as e:     # context_aware fails closed off 512K/1M
+                add(g, None, error=str(e).split(";")[0])
+                continue
+            add(g, run)
+        advised = f"advised={advice.label}"
+        add(advised, scored.run(budget, advice.label, dp) if cfg.max_tokens is None else
+            self._parity(workload, budget, advice.label, dp), kind="advised")
+        ratio = {k: (table[advised][k] / b if b else 1.0) for k, (_, b) in best.items()}
+
+        def ratio_of(label):
+            if label not in table:
+                return None
+            return {k: (table[label][k] / b if b else 1.0) for k, (_, b) in best.items()}
+
+        last = _hour_key(hours[-1])
+        entry = {"budget": budget, "dp": dp, "workload": workload, "best_fixed_gate": best[last][0],
+                 "best_fixed_by_hour": {k: lab for k, (lab, _) in best.items()},
+                 "advised_gate": advice.label, "advised_ratio": ratio,
+                 "advised_score_on_advice_stream": advice.score,
+                 "fixed_200_ratio": ratio_of("fixed:200"), "context_aware_ratio": ratio_of("context_aware"),
+                 "warmup_ramp_ratio": {g: ratio_of(g) for g in cfg.gates if g.startswith("warmup_ramp")}}
+        entry["goal_met"] = all(r >= GOAL_RATIO for r in ratio.values())
+        beats = {}
+        for other in ("fixed:200", "context_aware"):
+            theirs = ratio_of(other)
+            if theirs is None:
+                continue
+            if all(v >= 1.0 - 1e-12 for v in theirs.values()):
+                beats[other] = "is best"
+            else:
+                beats[other] = all(ratio[k] >= theirs[k] for k in ratio)
+        entry["beats"] = beats
+        entry["miss"] = None if entry["goal_met"] else _miss_reason(ratio, advice, best, table[advised],
+                                                                      dp * budget)
+        return rows, entry
+
+    def _parity(self, workload: str, budget: int, gate: str, dp: int) -> TrainingRun:
+        cfg = self.config
+        t = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], step=cfg.step, seed=cfg.seed,
+                                   horizon_s=cfg.horizon_s, max_tokens=None))
+        t.stream = self.trainer(workload, cfg.seed).stream
+        return t.run(budget, gate, dp)
+
+    def run(self, progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> dict:
+        """Every point; ``jobs`` > 1 runs points in that many processes (same results: each point is
+        a pure function of the config)."""
+        pts = self.points()
+        t0 = time.perf_counter()
+        results: list = [None] * len(pts)
+        if jobs > 1 and len(pts) > 1:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(max_workers=jobs) as ex:
+                futs = {ex.submit(_point, self.config, *p): i for i, p in enumerate(pts)}
+                for done, fut in enumerate(as_completed(futs)):
+                    results[futs[fut]] = fut.result()
+                    if progress:
+                        b, d, w = pts[futs[fut]]
+                        progress(done + 1, len(pts), f"{w} {budget_label(b)} dp{d}")
+        else:
+            for i, (b, d, w) in enumerate(pts):
+                if progress:
+                    progress(i, len(pts), f"{w} {budget_label(b)} dp{d}")
+                results[i] = self.point(b, d, w)
+        if progress:
+            progress(len(pts), len(pts), "done")
+        rows = [r for rs, _ in results for r in rs]
+        return {"rows": rows, "best": [e for _, e in results], "seconds": time.perf_counter() - t0}
+
+
+def _point(config: PolicyConfig, budget: int, dp: int, workload: str):
+    return PolicyStudy(config).point(budget, dp, workload)
+
+
+def _miss_reason(ratio: dict, advice: GateAdvice, best: dict, advised: dict, step_quantum: int) -> str:
+    """Why the advised gate fell short of the scored stream's per-hour best fixed size."""
+    worst = min(ratio, key=ratio.get)
+    short = best[worst][1] - advised[worst]
+    steps = short / step_quantum
+    chosen_best = advice.best_fixed.get(worst, ("?", 0))[0]
+    scored_best = best[worst][0]
+    why = (f"hour {worst}: {ratio[worst]:.3f} of {scored_best}, {steps:.1f} full steps' tokens short")
+    if steps <= 1.0:
+        return why + "; within one optimizer step (tokens count whole steps)"
+    if chosen_best != scored_best:
+        return why + (f"; the advice stream's best there is {chosen_best}: the best fixed size differs between "
+                      "two streams of the same workload")
+    return why + "; stream-to-stream variance"
+
+
+def with_step(config: PolicyConfig, step: StepModel) -> PolicyConfig:
+    return replace(config, step=step)

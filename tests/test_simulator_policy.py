@@ -1,0 +1,99 @@
+"""The policy study: tokens by hour per gate, the fixed-size oracle, the advised gate on a held-out stream."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dynbsz.errors import ConfigError
+from dynbsz.gates import WarmupRampGate
+from simulator.cli import main
+from simulator.gatespec import AUTO_DEFAULTS, gate_label, parse_gate
+from simulator.policy import ADVICE_SEED_OFFSET, PolicyConfig, PolicyStudy, advise_gate, best_by_hour, worst_ratio
+from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig
+
+K = 1024
+TINY = PolicyConfig(budgets=(512 * K,), dp_sizes=(1,), workloads=("seed",), hours=(1.0, 3.0),
+                    fixed_search=(4, 8, 24, 200), gates=("fixed:200", "context_aware", "warmup_ramp:8:24:0:10"))
+
+
+def test_point_rows_and_best_entry_have_the_documented_fields():
+    rows, entry = PolicyStudy(TINY).point(512 * K, 1, "seed")
+    gates = [r["gate"] for r in rows]
+    assert {"fixed:4", "fixed:8", "fixed:24", "fixed:200", "context_aware", "warmup_ramp:8:24:0:10"} <= set(gates)
+    advised = [r for r in rows if r["kind"] == "advised"]
+    assert len(advised) == 1 and advised[0]["gate"] == "advised=" + entry["advised_gate"]
+    for r in rows:
+        assert {"budget", "dp", "workload", "gate", "first_step_s", "tokens_by_hour", "stall_fraction",
+                "straggle_fraction", "steady_fill", "peak_buffer_tokens", "peak_buffer_samples"} <= set(r)
+        assert set(r["tokens_by_hour"]) == {"1", "3"}
+    assert {"budget", "dp", "workload", "best_fixed_gate", "advised_gate", "advised_ratio"} <= set(entry)
+    # the oracle is the best fixed size at every hour, so no fixed size beats it
+    fixed = {r["gate"]: r["tokens_by_hour"] for r in rows if r["gate"].startswith("fixed:")}
+    for h, lab in entry["best_fixed_by_hour"].items():
+        assert fixed[lab][h] == max(t[h] for t in fixed.values())
+    assert entry["fixed_200_ratio"]["1"] == 0.0        # 200 candidates take longer than an hour at 512K
+    assert entry["goal_met"] == all(v >= 0.99 for v in entry["advised_ratio"].values())
+    assert entry["goal_met"] or entry["miss"]
+
+
+def test_advice_is_chosen_on_another_stream():
+    advice_trainer = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed"], seed=22 + ADVICE_SEED_OFFSET,
+                                            horizon_s=3 * 3600.0))
+    advice = advise_gate(advice_trainer, 512 * K, 1, (1.0, 3.0), (4, 8, 24, 200))
+    assert advice.score == pytest.approx(worst_ratio(advice.candidates[advice.label], advice.best_fixed))
+    assert advice.score <= 1.0 + 1e-12 or advice.label.startswith("warmup_ramp")
+    best = best_by_hour({k: v for k, v in advice.candidates.items() if k.startswith("fixed:")}, (1.0, 3.0))
+    assert best == advice.best_fixed
+    _, entry = PolicyStudy(TINY).point(512 * K, 1, "seed")
+    assert entry["advised_gate"] == advice.label       # the same stream gives the same advice: deterministic
+
+
+def test_policy_cli_json_and_table(capsys):
+    argv = ["policy", "--budgets", "512K", "--dp", "1", "--workloads", "seed", "--hours", "1,2",
+            "--gates", "fixed:200,warmup_ramp", "--jobs", "1", "--no-progress"]
+    assert main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"rows", "best", "config"}
+    assert set(out["best"][0]["advised_ratio"]) == {"1", "2"}
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "advised" in text and "best fixed" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["policy", "--hours", "0"], "hours"),
+    (["policy", "--workloads", "nope"], "workload"),
+    (["policy", "--step-time", "fast"], "step time"),
+    (["policy", "--gates", "warmup_ramp:1:2"], "warmup_ramp"),
+])
+def test_policy_bad_input_names_the_setting(argv, message, capsys):
+    with pytest.raises(SystemExit) if argv[1] == "--hours" else _nothing():
+        code = main(argv + ["--no-progress"])
+        assert code == 2
+    assert message in capsys.readouterr().err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_warmup_ramp_and_auto_gate_specs(tmp_path):
+    g = parse_gate("warmup_ramp:8:24:2:10").gate_for(512 * K)
+    assert isinstance(g, WarmupRampGate) and (g.start, g.full, g.hold_steps, g.ramp_steps) == (8, 24, 2, 10)
+    assert gate_label(g.spec()) == "warmup_ramp:8:24:2:10"
+    auto = parse_gate("auto").gate_for(512 * K)
+    assert auto.spec() == {"kind": "warmup_ramp", **AUTO_DEFAULTS}
+    advice = tmp_path / "advice.json"
+    advice.write_text(json.dumps({"recommended": {"gate": {"kind": "fixed", "buffer_size": 12}}}))
+    assert parse_gate(f"auto:{advice}").gate_for(512 * K).spec()["buffer_size"] == 12
+    advice.write_text("{}")
+    with pytest.raises(ConfigError, match="not an advice file"):
+        parse_gate(f"auto:{advice}")
+    with pytest.raises(ConfigError, match="no such file"):
+        parse_gate(f"auto:{tmp_path / 'missing.json'}")
