@@ -464,6 +464,40 @@ def cmd_policy(args) -> int:
     return 0
 
 
+# ---- advise ---------------------------------------------------------------------------------------
+
+def cmd_advise(args) -> int:
+    from .advise import advise, read_trace
+    from .training import parse_step_model
+
+    trace = read_trace(args.trace)
+    step = parse_step_model(args.step_time)
+    with _progress(args, "advise") as bar:
+        out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
+                     where=f"--trace {args.trace}", progress=bar)
+    if args.json:
+        _emit_json(_clean(out))
+        return 0
+    hk = [f"{h:g}" for h in out["hours"]]
+    rows = []
+    for name in ("recommended", "runner_up", "default"):
+        e = out[name]
+        if e is None:
+            continue
+        lo, p = e["loader"], e["predicted"]
+        order = lo["order"] if lo["order"] == "balanced" else ("in order" if lo["in_order"] else "any order")
+        rows.append([name, f"{lo['num_workers']} / {lo['prefetch_factor']} / {order}", e["gate_label"],
+                     secs(p["first_step_s"]), " ".join(f"{p['tokens_by_hour'][k] / 1e6:.1f}M" for k in hk),
+                     pct(p["stall_fraction"], 1), f"{p['peak_buffer_samples']} / {p['peak_buffer_tokens'] / 1e6:.1f}M"])
+    print(f"advise: {out['trace']['samples']} samples, budget {budget_label(out['budget'])}, dp {out['dp']}, step time "
+          f"{out['step_time']['name']}; {out['configs_searched']} configurations in {out['seconds']:.1f} s")
+    print(table(["", "workers / prefetch / order", "gate", "first step (s)", f"tokens by h {','.join(hk)}", "stall",
+                 "peak buffer / rank"], rows, "lllrrrr"))
+    print("\nrecommended, as code:\n" + out["recommended"]["code"])
+    print("\nas JSON (gate): " + json.dumps(out["recommended"]["gate"]))
+    return 0
+
+
 # ---- fidelity ----------------------------------------------------------------------------------------
 
 def cmd_fidelity(args) -> int:
@@ -578,6 +612,19 @@ def build_parser() -> argparse.ArgumentParser:
     pol.add_argument("--plot", metavar="FILE.png")
     _add_common(pol)
     pol.set_defaults(func=cmd_policy)
+
+    a = sub.add_parser("advise", help="search workers, prefetch, order and the gate on your trace; print the "
+                       "recommended LoaderConfig and gate")
+    a.add_argument("--trace", required=True, metavar="FILE", help="CSV with header id,tokens,cost_s,source (sampler order)")
+    a.add_argument("--budget", required=True, type=parse_budget, help="token budget per micro-batch (e.g. 512K)")
+    a.add_argument("--dp", type=int, default=1, help="DP size (default 1)")
+    a.add_argument("--step-time", default=DEFAULT_STEP, metavar="PRESET|BASE,A,B",
+                   help=f"step-time model (default {DEFAULT_STEP})")
+    a.add_argument("--memory-cap-tokens", type=int, default=None, metavar="T",
+                   help="only configurations whose peak buffered tokens per rank stay within T")
+    a.add_argument("--hours", type=parse_hours, default=(24.0,), help="comma-separated hours (default 24)")
+    _add_common(a)
+    a.set_defaults(func=cmd_advise)
 
     f = sub.add_parser("fidelity", help="the real StatefulDataLoader and dynbsz's balanced loader (sleep costs) "
                        "against the model")

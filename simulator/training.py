@@ -237,6 +237,8 @@ class TrainingConfig:
     max_tokens: int | None = None          # stop at this many trained tokens (token parity) instead / as well
     share_window: int = 50                 # steps per window for the source-share drift
     trace: Trace | None = None             # a fixed stream instead of the workload's generated one
+    loader_config: object | None = None    # a dynbsz LoaderConfig: its order (dynbsz.order, balanced included)
+    estimates: np.ndarray | None = None    # ... and the cost estimates order='balanced' reads
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, TrainingWorkload):
@@ -294,8 +296,21 @@ class Trainer:
             raise ConfigError(f"the trace has {len(trace)} samples, fewer than dp size {dp}")
         packer_cfg = PackerConfig(budget)
         gates = [spec.gate_for(budget) for _ in range(dp)]     # one per rank: a user gate may keep state
-        feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,
-                          packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
+        if cfg.loader_config is not None:
+            # dynbsz's own order for each rank (its DP share, order='balanced'), the trace's costs as durations
+            from dataclasses import replace as _replace
+
+            from .bridge import LoaderOrder
+
+            lc = cfg.loader_config
+            model_cfg = LoaderModelConfig.for_loader(lc, sampler=False)
+            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True,
+                              order_fn=LoaderOrder(_replace(lc, dp_rank=r, dp_size=dp), len(trace),
+                                                   cfg.estimates if lc.order == "balanced" else None))
+                     for r in range(dp)]
+        else:
+            feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,
+                              packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
         return lockstep(feeds, cfg.step, budget=budget, gate=spec.label, horizon_s=cfg.horizon_s,
                         max_tokens=cfg.max_tokens, source_names=trace.source_names,
                         source_of=trace.source, share_window=cfg.share_window)
