@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from dynbsz.errors import ConfigError
 from dynbsz.factory import load_object
-from dynbsz.gates import FixedGate, TokenAwareGate, WarmupRampGate, context_aware, resolve_gate
+from dynbsz.gates import FixedGate, Gate, TokenAwareGate, WarmupRampGate, context_aware, resolve_gate
 
 BUILTIN_FORMS = ("fixed:N", "context_aware", "token_aware", "token_aware:MARGIN:POOL_CAP", "warmup_ramp",
                  "warmup_ramp:START:FULL:HOLD:RAMP", "auto", "auto:ADVICE.json")
@@ -59,7 +59,7 @@ class GateSpec:
 
     def gate_for(self, budget: int):
         gate = self.build(budget)
-        if not (callable(getattr(gate, "ready", None)) and callable(getattr(gate, "spec", None))):
+        if not isinstance(gate, Gate):
             raise ConfigError(f"gate {self.label!r} produced {type(gate).__name__}, which is not a gate: a gate needs "
                               "ready(view) and spec() methods")
         return gate
@@ -123,7 +123,7 @@ def _user_factory(text: str) -> Callable[[int], Any]:
     """``MODULE:NAME``: a gate object, or a factory called with ``budget=`` when it takes it."""
     obj = load_object(text, setting="gate", example="mypkg.gates:make_gate")
     attr = text.partition(":")[2]
-    if callable(getattr(obj, "ready", None)) and callable(getattr(obj, "spec", None)):
+    if isinstance(obj, Gate):
         return lambda budget: obj
     if not callable(obj):
         raise ConfigError(f"gate {text!r}: {attr!r} is neither a gate (ready/spec methods) nor a callable factory")
