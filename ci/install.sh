@@ -4,6 +4,8 @@
 #   bash ci/install.sh            # the library and its CLIs
 #   bash ci/install.sh --test     # + pytest, pytest-xdist
 #   bash ci/install.sh --veomni   # + VeOmni 0.1.12 (installed --no-deps) and the packages its data code imports
+#   bash ci/install.sh --litdata  # + litdata 0.2.76 (installed --no-deps: its metadata requires torchvision)
+#   bash ci/install.sh --hf       # + Hugging Face datasets (pinned in ci/constraints.txt)
 #
 # ci/constraints.txt pins torch==2.13.0, the CPU build on the build machines' disk; without it
 # pip would resolve torch to a multi-GB CUDA build. VeOmni is installed without its own
@@ -12,11 +14,14 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 extras=()
 veomni=0
+litdata=0
 for arg in "$@"; do
   case "$arg" in
     --test) extras+=(test) ;;
     --veomni) extras+=(veomni); veomni=1 ;;
-    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni)" >&2; exit 2 ;;
+    --litdata) extras+=(litdata); litdata=1 ;;
+    --hf) extras+=(hf) ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf)" >&2; exit 2 ;;
   esac
 done
 spec="$here"
@@ -24,6 +29,9 @@ if [ ${#extras[@]} -gt 0 ]; then spec="$here[$(IFS=,; echo "${extras[*]}")]"; fi
 python -m pip install -q --disable-pip-version-check -c "$here/ci/constraints.txt" -e "$spec"
 if [ "$veomni" = 1 ]; then
   python -m pip install -q --disable-pip-version-check --no-deps veomni==0.1.12
+fi
+if [ "$litdata" = 1 ]; then
+  python -m pip install -q --disable-pip-version-check --no-deps litdata==0.2.76
 fi
 if python -c "import torchvision" >/dev/null 2>&1; then
   echo "ci/install.sh: torchvision is installed; it breaks beside the CPU torch. pip uninstall torchvision" >&2
