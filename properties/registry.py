@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar
 from hypothesis import strategies as st
 
 #: The kinds of component a target can hold (``properties.targets.base``) and a property applies to.
-KINDS = ("packer", "gate", "loader")
+KINDS = ("packer", "gate", "loader", "stream")
 
 PROPERTY_MARKER = "properties_suite_property"
 MUTANT_MARKER = "properties_suite_mutant"

@@ -7,10 +7,10 @@ properties with ``properties.registry.prop``; this module only gathers them.
 
 from __future__ import annotations
 
-from . import loader_suite, packer_suite
+from . import loader_suite, packer_suite, stream_suite
 from .registry import Property, collect_properties
 
-PROPERTIES: tuple[Property, ...] = collect_properties(packer_suite, loader_suite)
+PROPERTIES: tuple[Property, ...] = collect_properties(packer_suite, loader_suite, stream_suite)
 
 
 def properties() -> tuple[Property, ...]:

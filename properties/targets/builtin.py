@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
-from dynbsz.gates import CONTEXT_AWARE_TABLE, FixedGate, TokenAwareGate, context_aware, resolve_gate
+from dynbsz.gates import CONTEXT_AWARE_TABLE, FixedGate, TokenAwareGate, WarmupRampGate, context_aware, resolve_gate
 from dynbsz.packer import GreedyPacker
 
 from .. import probes
@@ -34,6 +34,18 @@ def token_aware_specs(config: PackerConfig, max_pool: int = 40) -> st.SearchStra
     # ceil((1 + margin) * budget) is exercised by the budgets, which vary freely.
     margins = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 3.0])
     return st.builds(lambda m, p: TokenAwareGate(m, p).spec(), margins, _counts(max_pool))
+
+
+def warmup_ramp_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
+    """The warm-up-scoped gate: a small minimum held for a few steps, rising to a full one. Short
+    holds and ramps, so a few dozen samples (a handful of cuts) cross every phase of the schedule."""
+    @st.composite
+    def draw(draw_):
+        start = draw_(_counts(12))
+        full = draw_(st.integers(start, start + 24))
+        return WarmupRampGate(start, full, draw_(st.integers(0, 3)), draw_(st.integers(0, 6))).spec()
+
+    return draw()
 
 
 def context_aware_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
@@ -67,6 +79,7 @@ GATE_FAMILIES: dict[str, dict[str, Any]] = {
     "fixed": {"gate_specs": fixed_specs},
     "token_aware": {"gate_specs": token_aware_specs},
     "context_aware": {"gate_specs": context_aware_specs, "budgets": CONTEXT_AWARE_BUDGETS},
+    "warmup_ramp": {"gate_specs": warmup_ramp_specs},
 }
 
 
@@ -178,4 +191,12 @@ def veomni_target() -> Target:
                   components=(component,) + veomni_loaders.components())
 
 
+def _streaming(module: str) -> Target:
+    """litdata's and Hugging Face datasets' streaming loaders (properties.targets.litdata_target, .hf_iterable)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.{module}").target()
+
+
 BUILTIN = {"dynbsz": dynbsz_target, "veomni": veomni_target, "torchdata": torchdata_target}
+BUILTIN.update({"litdata": lambda: _streaming("litdata_target"), "hf-iterable": lambda: _streaming("hf_iterable")})

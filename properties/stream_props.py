@@ -1,0 +1,222 @@
+"""Properties of a streaming loader: drive it through epochs, checkpoints and early breaks, check the transcript.
+
+A *stream loader* is what ``StreamComponent.make_loader(scenario)`` returns: ``set_epoch(e)``
+(a no-op for loaders that count epochs themselves), ``__iter__`` over batches, ``state_dict()``,
+``load_state_dict(state)`` and ``close()``; ``ids_of(batch)`` is the flat tuple of sample ids a
+batch delivers. ``run_stream`` follows a trainer's loop: ``set_epoch(e)``, ``iter()``, batches; a
+checkpoint saves the state, closes the loader and restores it into a fresh one, which the loop then
+iterates again (``iter()`` once more, as a trainer that resumes mid-epoch does); epoch 0's loop may
+``break`` early, after which the trainer starts epoch 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from .errors import PropertyViolation
+from .stream_scenarios import StreamScenario, source_of
+
+
+@dataclass
+class StreamTranscript:
+    """What the consumer saw: per batch (epoch, ids)."""
+
+    steps: list[tuple[int, tuple]]
+
+    def epoch_ids(self, epoch: int) -> list:
+        return [sid for e, ids in self.steps if e == epoch for sid in ids]
+
+    def boundaries(self) -> list[int]:
+        """Batch counts at which an epoch had just ended."""
+        out, n = [], 0
+        for e in sorted({e for e, _ in self.steps}):
+            n += sum(1 for ee, _ in self.steps if ee == e)
+            out.append(n)
+        return out
+
+
+def run_stream(make: Callable[[StreamScenario], Any], sc: StreamScenario, *, ids_of: Callable[[Any], tuple],
+               codec: str = "pickle", first_epoch: int = 0) -> StreamTranscript:
+    points = Counter(sc.checkpoints)
+    loader = make(sc)
+    steps: list[tuple[int, tuple]] = []
+    n = 0
+
+    def restore(loader):
+        state = loader.state_dict()
+        state = json.loads(json.dumps(state)) if codec == "json" else pickle.loads(pickle.dumps(state))
+        loader.close()
+        fresh = make(sc)
+        fresh.load_state_dict(state)
+        return fresh
+
+    try:
+        for _ in range(points.pop(0, 0)):
+            loader = restore(loader)
+        for epoch in range(first_epoch, sc.epochs):
+            loader.set_epoch(epoch)
+            it = iter(loader)
+            k = 0
+            while not (epoch == 0 and sc.break_after is not None and k >= sc.break_after):
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                steps.append((epoch, tuple(ids_of(batch))))
+                n += 1
+                k += 1
+                for _ in range(points.get(n, 0)):
+                    it = None
+                    loader = restore(loader)
+                    loader.set_epoch(epoch)
+                    it = iter(loader)
+            it = None
+            if sc.restore_at_epoch_end and epoch < sc.epochs - 1:
+                loader = restore(loader)
+    finally:
+        loader.close()
+    return StreamTranscript(steps)
+
+
+def schedule(sc: StreamScenario) -> str:
+    where = f"checkpoints after batches {list(sc.checkpoints)}"
+    where += " and at every epoch end" if sc.restore_at_epoch_end else ""
+    return where + (f", epoch 0's loop breaking after {sc.break_after} batches" if sc.break_after is not None else "")
+
+
+def _short(ids: list, k: int = 14) -> str:
+    return str(ids[:k])[:-1] + (", ...]" if len(ids) > k else "]")
+
+
+def check_epoch(ids: list, expected: set, *, epoch: int, loss: int | None, loss_reason: str, where: str,
+                partial: bool = False) -> None:
+    """No sample twice, nothing foreign, and at most ``loss`` of ``expected`` left out (None: any
+    number; ``partial``: the loop broke early, so only the first two hold)."""
+    counts = Counter(ids)
+    dup = sorted(k for k, c in counts.items() if c > 1)
+    if dup:
+        raise PropertyViolation(f"exactly-once: epoch {epoch} delivered {dup[:10]} more than once ({where})")
+    foreign = sorted(set(ids) - expected)
+    if foreign:
+        raise PropertyViolation(f"exactly-once: epoch {epoch} delivered samples outside the rank's data {foreign[:10]} "
+                                f"({where})")
+    lost = sorted(expected - set(ids))
+    if not partial and loss is not None and len(lost) > loss:
+        allowed = f"at most {loss} may be left out: {loss_reason}" if loss else "none may be left out"
+        raise PropertyViolation(f"exactly-once: epoch {epoch} lost {len(lost)} samples {lost[:10]} ({allowed}; {where})")
+
+
+def with_boundaries(sc: StreamScenario, plain: StreamTranscript) -> StreamScenario:
+    """``sc`` with checkpoints added exactly at every epoch end and on the next epoch's first batch."""
+    extra = []
+    for b in plain.boundaries()[:-1]:
+        extra += [b, b + 1]
+    return replace(sc, checkpoints=tuple(sorted(set(sc.checkpoints) | set(extra))))
+
+
+def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str) -> None:
+    plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
+    sc = with_boundaries(sc, plain)
+    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec)
+    for k, (a, b) in enumerate(zip(plain.steps, resumed.steps)):
+        if a != b:
+            raise PropertyViolation(f"resume: batch {k} differs ({schedule(sc)}): uninterrupted {a} vs resumed {b}")
+    if len(plain.steps) != len(resumed.steps):
+        more = resumed.steps[len(plain.steps):] or plain.steps[len(resumed.steps):]
+        raise PropertyViolation(f"resume: {len(plain.steps)} batches uninterrupted vs {len(resumed.steps)} resumed "
+                                f"({schedule(sc)}); the first unmatched: {more[:3]}")
+
+
+def check_once_resume(make, sc: StreamScenario, *, ids_of, codec: str) -> None:
+    """Each epoch of the resumed run delivers the uninterrupted epoch's samples, each once (any order)."""
+    plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
+    sc = with_boundaries(sc, plain)
+    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec)
+    for epoch in range(sc.epochs):
+        a, b = plain.epoch_ids(epoch), resumed.epoch_ids(epoch)
+        dup = sorted(k for k, c in Counter(b).items() if c > 1)
+        if dup:
+            raise PropertyViolation(f"resume: epoch {epoch} delivered {dup[:10]} more than once ({schedule(sc)})")
+        if set(a) != set(b):
+            lost, extra = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+            raise PropertyViolation(f"resume: epoch {epoch} lost {lost[:10]} and delivered {extra[:10]} that the "
+                                    f"uninterrupted run did not ({schedule(sc)})")
+
+
+def check_reshuffle(make, sc: StreamScenario, *, ids_of, codec: str, must_differ: bool) -> None:
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False, break_after=None)
+    persistent = run_stream(make, replace(plain, persistent_workers=True), ids_of=ids_of, codec=codec)
+    fresh = run_stream(make, replace(plain, persistent_workers=False), ids_of=ids_of, codec=codec)
+    for epoch in range(sc.epochs):
+        if persistent.epoch_ids(epoch) != fresh.epoch_ids(epoch):
+            raise PropertyViolation(f"epochs: epoch {epoch} differs between persistent and non-persistent workers: "
+                                    f"{_short(persistent.epoch_ids(epoch))} vs {_short(fresh.epoch_ids(epoch))}")
+    if must_differ:
+        for e in range(1, sc.epochs):
+            if persistent.epoch_ids(e) == persistent.epoch_ids(e - 1):
+                raise PropertyViolation(f"epochs: epoch {e} replays epoch {e - 1}'s order "
+                                        f"{_short(persistent.epoch_ids(e))} with shuffle=True")
+
+
+def check_dp(make, sc: StreamScenario, *, ids_of, codec: str, loss: int, loss_reason: str) -> None:
+    runs = [run_stream(make, replace(sc, dp_rank=r, checkpoints=(), restore_at_epoch_end=False, break_after=None),
+                       ids_of=ids_of, codec=codec) for r in range(sc.dp_size)]
+    everything = sc.all_ids()
+    for epoch in range(sc.epochs):
+        seen: dict = {}
+        for r, t in enumerate(runs):
+            for sid in t.epoch_ids(epoch):
+                if sid in seen:
+                    who = f"rank {r} twice" if seen[sid] == r else f"ranks {seen[sid]} and {r}"
+                    raise PropertyViolation(f"DP shards: sample {sid} read by {who} in epoch {epoch}")
+                seen[sid] = r
+        missing = sorted(everything - set(seen))
+        if len(missing) > loss:
+            allowed = f"at most {loss} may be left out: {loss_reason}" if loss else "none may be left out"
+            raise PropertyViolation(f"DP shards: epoch {epoch} no rank read {len(missing)} samples {missing[:10]} "
+                                    f"({allowed})")
+
+
+#: a deviation of more than this many standard deviations from a weight fails (false alarms: ~1e-4 per check)
+Z = 4.0
+
+
+def mixture_deviation(ids: list, weights: tuple[float, ...], sizes: tuple[int, ...]) -> str | None:
+    """Over the prefix of one epoch before any source ran out, is each source's share consistent
+    with its weight (binomial, ``Z`` standard deviations)? None: yes, or too short to tell."""
+    counts = [0] * len(sizes)
+    prefix = 0
+    for sid in ids:
+        k = source_of(sid)
+        counts[k] += 1
+        prefix += 1
+        if counts[k] >= sizes[k]:
+            break
+    if prefix < 12:
+        return None
+    total = sum(weights)
+    for k, w in enumerate(weights):
+        p = w / total
+        sd = math.sqrt(prefix * p * (1 - p)) or 1.0
+        if abs(counts[k] - prefix * p) > Z * sd + 1:
+            return (f"source {k} has {counts[k]} of the first {prefix} samples (before a source ran out), "
+                    f"weight {p:.3f} expects {prefix * p:.1f} +- {Z * sd:.1f}")
+    return None
+
+
+def check_mixture(make, sc: StreamScenario, *, ids_of, codec: str, weights: tuple[float, ...]) -> None:
+    """The mixture's weights hold in every epoch of the uninterrupted run and of the resumed one."""
+    plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
+    resumed = run_stream(make, with_boundaries(sc, plain), ids_of=ids_of, codec=codec)
+    for name, t, where in (("uninterrupted", plain, "no checkpoint"), ("resumed", resumed, schedule(sc))):
+        for epoch in range(sc.epochs):
+            if epoch == 0 and sc.break_after is not None:
+                continue
+            bad = mixture_deviation(t.epoch_ids(epoch), weights, sc.sources)
+            if bad:
+                raise PropertyViolation(f"mixture: epoch {epoch} of the {name} run ({where}): {bad}")

@@ -1,0 +1,136 @@
+"""The streaming-loader properties (kind ``stream``): each check below is declared with ``@prop``.
+
+Each draws a ``StreamScenario`` the component supports and holds the loader to what the component
+says it promises for that scenario (``StreamComponent.resume_promise``, ``epoch_loss``,
+``dp_loss``, ``reshuffles``), so a documented weakness is checked as documented, not reported as
+a bug, and an undocumented one fails. Every example writes or builds small local datasets and
+starts real worker processes, so a property runs a fraction of the profile's examples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from . import stream_props as S
+from .errors import Unsupported
+from .registry import prop
+from .stream_scenarios import StreamScenario, decode_stream_scenario, encode_stream_scenario, stream_scenarios
+from .targets.stream import StreamComponent
+
+STREAM = frozenset({"stream"})
+
+
+def _supported(component: StreamComponent, sc: StreamScenario) -> None:
+    reason = component.unsupported(sc)
+    if reason:
+        raise Unsupported(reason)
+
+
+def _stream(component: Any) -> str | None:
+    if not isinstance(component, StreamComponent):
+        return ("a stream property needs a properties.targets.stream.StreamComponent; "
+                f"{getattr(component, 'name', '?')} is a plain Component")
+    return None
+
+
+def _kw(component: StreamComponent) -> dict:
+    return {"ids_of": component.ids_of, "codec": component.state_codec}
+
+
+def stream_prop(name: str, *, doc: str, examples, not_for=_stream, cost: int = 5):
+    return prop(name, kinds=STREAM, doc=doc, examples=examples, encode=encode_stream_scenario,
+                decode=decode_stream_scenario, not_for=not_for, cost=cost)
+
+
+def _no_parallel(c: StreamComponent) -> tuple[str, ...]:
+    return tuple(m for m in c.mixes if m != "parallel") or c.mixes
+
+
+def _epochs(component: Any) -> str | None:
+    if _stream(component):
+        return _stream(component)
+    if component.max_workers < 1 or set(component.persistent) != {True, False}:
+        return "compares persistent with non-persistent workers; the component supports only one of them"
+    return None
+
+
+def _dp(component: Any) -> str | None:
+    if _stream(component):
+        return _stream(component)
+    if not component.dp:
+        return component.knob_notes.get("dp_size", "the component reads no DP shards (dp_size > 1 unsupported)")
+    return None
+
+
+def _mixture(component: Any) -> str | None:
+    if _stream(component):
+        return _stream(component)
+    if "combined" not in component.mixes:
+        return "the component has no weighted mixture (mix='combined')"
+    return None
+
+
+# ---- the properties --------------------------------------------------------------------------
+
+@stream_prop("stream_resume", examples=stream_scenarios,
+             doc="a resume (at batch 0, mid-epoch, twice, exactly at an epoch end, on the next epoch's first batch, "
+                 "after the loop broke early) continues the uninterrupted stream batch for batch where the loader "
+                 "promises it, and delivers each epoch's samples once where it promises only that")
+def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    level, reason = component.resume_promise(sc)
+    if level == "exact":
+        S.check_exact_resume(component.make_loader, sc, **_kw(component))
+    elif level == "once":
+        S.check_once_resume(component.make_loader, sc, **_kw(component))
+    else:
+        raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
+
+
+@stream_prop("stream_exactly_once", examples=lambda c: stream_scenarios(c, mix=None if len(_no_parallel(c)) > 1
+                                                                        else _no_parallel(c)[0]),
+             doc="every epoch delivers each of the rank's samples at most once and leaves out no more than the loader "
+                 "documents (drop_last), over checkpoint schedules and an epoch after an early break")
+def stream_exactly_once(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    if sc.mix == "parallel":
+        raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
+    loss, reason = component.epoch_loss(sc)
+    t = S.run_stream(component.make_loader, sc, **_kw(component))
+    expected = sc.all_ids() if sc.dp_size == 1 else None
+    for epoch in range(sc.epochs):
+        ids = t.epoch_ids(epoch)
+        S.check_epoch(ids, expected if expected is not None else set(ids), epoch=epoch, loss=loss,
+                      loss_reason=reason, where=S.schedule(sc), partial=epoch == 0 and sc.break_after is not None)
+
+
+@stream_prop("stream_epochs", not_for=_epochs, cost=5,
+             examples=lambda c: stream_scenarios(c, mix="single", checkpoints=False, min_workers=1, shuffle=True),
+             doc="with shuffle, epoch e's order is the same under persistent and non-persistent workers and "
+                 "consecutive epochs differ")
+def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
+    for persistent in (True, False):
+        _supported(component, replace(sc, persistent_workers=persistent))
+    if sum(sc.sources) < 12:
+        raise Unsupported("fewer than 12 samples: two shuffled epochs may agree by chance")
+    must, _ = component.reshuffles(sc)
+    S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
+
+
+@stream_prop("stream_dp_shards", not_for=_dp, cost=10,
+             examples=lambda c: stream_scenarios(c, mix="single", checkpoints=False, dp=True),
+             doc="DP ranks read disjoint shards whose union is the dataset, every epoch, up to what the loader "
+                 "documents it drops to even out ranks")
+def stream_dp_shards(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    loss, reason = component.dp_loss(sc)
+    S.check_dp(component.make_loader, sc, loss=loss, loss_reason=reason, **_kw(component))
+
+
+@stream_prop("stream_mixture", not_for=_mixture, cost=5, examples=lambda c: stream_scenarios(c, mix="combined"),
+             doc="a weighted mixture draws each source at its weight (until a source runs out), in every epoch, "
+                 "uninterrupted and after resumes")
+def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_kw(component))

@@ -1,0 +1,175 @@
+"""litdata 0.2.76's streaming loader as a ``stream`` component: ``StreamingDataset`` (and
+``CombinedStreamingDataset``, ``ParallelStreamingDataset``) inside ``StreamingDataLoader``.
+
+The adapter writes each source once per process as a small local litdata dataset (``BinaryWriter``,
+``chunk_size`` items per chunk, items ``{"id": sample id}``) and reads it by its plain path (no
+``local:`` prefix, so nothing is copied into a cache). DP ranks reach litdata the way it reads
+them without a process group: ``WORLD_SIZE`` and ``GLOBAL_RANK`` in the environment
+(``litdata.utilities.env._DistributedEnv.detect``), set while the loader lives (workers fork with it).
+``set_epoch`` is a no-op: ``StreamingDataLoader.__iter__`` counts epochs itself
+(``self.current_epoch += 1``) and keeps the count in its ``state_dict``.
+
+What litdata does not promise, in its own words (each quoted where it is used below):
+
+* ``drop_last``: "If `True`, drops the last items to ensure that all processes/workers return the same
+  amount of data" and "The argument `drop_last` is set to `True` in a distributed setting"
+  (``StreamingDataset.__init__``).
+* A combined mixture with weights: "When `iterate_over_all` is set to True, the weights argument
+  shouldn't be provided" (``CombinedStreamingDataset.__init__``), so a weighted mixture stops "as soon
+  as one raises a StopIteration": it promises no sample once per epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import tempfile
+from types import SimpleNamespace
+from typing import Any
+
+from ..loader_targets import shutdown_workers
+from ..stream_scenarios import StreamScenario
+from .stream import StreamComponent
+
+MISSING = "litdata 0.2.76 is not importable (install the extra: bash ci/install.sh --litdata)"
+
+
+@functools.lru_cache(maxsize=1)
+def lib() -> SimpleNamespace:
+    with contextlib.redirect_stdout(sys.stderr):
+        import litdata
+        from litdata import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+        from litdata.streaming.writer import BinaryWriter
+    return SimpleNamespace(version=litdata.__version__, StreamingDataset=StreamingDataset,
+                           StreamingDataLoader=StreamingDataLoader, CombinedStreamingDataset=CombinedStreamingDataset,
+                           ParallelStreamingDataset=ParallelStreamingDataset, BinaryWriter=BinaryWriter)
+
+
+def available() -> bool:
+    try:
+        lib()
+    except ImportError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _root() -> str:
+    return tempfile.mkdtemp(prefix=f"litdata-src-{os.getpid()}-")
+
+
+@functools.lru_cache(maxsize=256)
+def source_dir(source: int, size: int, chunk_size: int) -> str:
+    """A local litdata dataset of ``size`` items ``{"id": 1000*source + i}``, ``chunk_size`` per chunk."""
+    from ..stream_scenarios import sample_id
+
+    path = os.path.join(_root(), f"s{source}-n{size}-c{chunk_size}")
+    if not os.path.exists(os.path.join(path, "index.json")):
+        os.makedirs(path, exist_ok=True)
+        w = lib().BinaryWriter(path, chunk_size=chunk_size)
+        for i in range(size):
+            w.add_item(i, {"id": sample_id(source, i)})
+        w.done()
+        w.merge()
+    return path
+
+
+def ids_of(batch: Any) -> tuple:
+    """A plain batch is ``{"id": tensor}``; a parallel one is a list (one entry per source) of those."""
+    if isinstance(batch, dict):
+        return tuple(int(x) for x in batch["id"].reshape(-1).tolist())
+    return tuple(sid for part in batch for sid in ids_of(part))
+
+
+class LitdataLoader:
+    def __init__(self, sc: StreamScenario):
+        self.sc = sc
+        # written before the DP environment is set: BinaryWriter.merge waits for every rank's index
+        dirs = [source_dir(k, n, sc.chunk_size) for k, n in enumerate(sc.sources)]
+        self._env = {"WORLD_SIZE": str(sc.dp_size), "GLOBAL_RANK": str(sc.dp_rank)}
+        self._saved = {k: os.environ.get(k) for k in self._env}
+        os.environ.update(self._env)
+        v = lib()
+        # world_size > 1 forces drop_last=True and warns; pass it only where litdata accepts it
+        drop_last = sc.drop_last if sc.dp_size == 1 else True
+        datasets = [v.StreamingDataset(d, shuffle=sc.shuffle, seed=sc.seed, drop_last=drop_last) for d in dirs]
+        if sc.mix == "single":
+            ds = datasets[0]
+        elif sc.mix == "combined":
+            ds = v.CombinedStreamingDataset(datasets, seed=sc.seed, weights=list(sc.weights) if sc.weights else None,
+                                            iterate_over_all=sc.weights is None)
+        else:
+            ds = v.ParallelStreamingDataset(datasets, length=sc.cycle_length, seed=sc.seed)
+        self.dl = v.StreamingDataLoader(ds, batch_size=sc.batch_size, num_workers=sc.num_workers,
+                                        persistent_workers=sc.persistent_workers and sc.num_workers > 0,
+                                        drop_last=sc.drop_last)
+
+    def set_epoch(self, epoch: int) -> None:
+        pass  # StreamingDataLoader counts epochs itself
+
+    def __iter__(self):
+        return iter(self.dl)
+
+    def state_dict(self) -> dict:
+        return self.dl.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dl.load_state_dict(state)
+
+    def close(self) -> None:
+        if self.dl is not None:
+            shutdown_workers(self.dl)
+            self.dl = None
+        for k, old in self._saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+
+
+def make_loader(sc: StreamScenario) -> LitdataLoader:
+    return LitdataLoader(sc)
+
+
+# ---- what litdata promises ------------------------------------------------------------------
+
+DROP_LAST = ("StreamingDataset(drop_last=True) 'drops the last items to ensure that all processes/workers return "
+             "the same amount of data' (and the DataLoader drops each worker's incomplete last batch)")
+DISTRIBUTED_DROP = "'The argument `drop_last` is set to `True` in a distributed setting' (StreamingDataset.__init__)"
+WEIGHTED = ("with weights, 'When `iterate_over_all` is set to True, the weights argument shouldn't be provided', so "
+            "the mixture 'stops as soon as one raises a StopIteration' (CombinedStreamingDataset)")
+
+
+def _workers(sc: StreamScenario) -> int:
+    return max(1, sc.num_workers)
+
+
+def epoch_loss(sc: StreamScenario):
+    if sc.mix == "combined" and sc.weights is not None:
+        return None, WEIGHTED
+    if sc.drop_last or sc.dp_size > 1:
+        w = _workers(sc) * sc.dp_size
+        return w * sc.batch_size - 1, DROP_LAST
+    return 0, ""
+
+
+def dp_loss(sc: StreamScenario):
+    w = _workers(sc) * sc.dp_size
+    return w * sc.batch_size - 1, DISTRIBUTED_DROP + "; " + DROP_LAST
+
+
+def component() -> StreamComponent:
+    return StreamComponent(name="stream:litdata", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
+                           mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss)
+
+
+def target():
+    from .base import Target
+
+    description = "litdata 0.2.76's StreamingDataset / CombinedStreamingDataset / ParallelStreamingDataset in " \
+                  "StreamingDataLoader (properties.targets.litdata_target)"
+    if not available():
+        return Target(name="litdata", description=description, unavailable=MISSING)
+    return Target(name="litdata", description=description, components=(component(),))

@@ -1,0 +1,102 @@
+"""A streaming (iterable) loader as a component of kind ``stream``, built from a ``StreamScenario``.
+
+Streaming loaders shard, shuffle, cycle and mix their sources themselves and keep their position in
+their own state, so what they promise differs by configuration; a component says so per scenario:
+
+* ``resume_promise(sc)`` -> ``(level, reason)``: ``exact`` (a resume continues the stream sample
+  for sample), ``once`` (each sample of an epoch still exactly once, in any order) or ``none``; the
+  reason quotes the library's documentation or code where it is weaker than ``exact``.
+* ``epoch_loss(sc)`` -> ``(n, reason)``: how many of a rank's samples an epoch may leave out as
+  documented (``drop_last`` drops an incomplete last batch per worker, for instance); 0: none.
+* ``dp_loss(sc)`` -> ``(n, reason)``: the same for the union of all DP ranks.
+* ``mixture_weights(sc)``: the sampling ratios a ``combined`` mixture must follow (default: the
+  scenario's weights, or the sources' sizes when it has none).
+* ``reshuffles(sc)`` -> ``(bool, reason)``: whether consecutive epochs' orders must differ, and the
+  same with persistent and non-persistent workers.
+
+Knobs it can run (``mixes``, ``max_workers``, ``persistent``, ``batch_sizes``, ``drop_last``,
+``shuffle``, ``dp``, ``break_early``) bound what the strategy draws; ``unsupported(sc)`` turns a
+replayed example outside them into a skip that names the knob (``knob_notes`` say why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .base import STATE_CODECS, Component, TargetError
+
+Promise = tuple[Any, str]
+RESUME_LEVELS = ("exact", "once", "none")
+
+
+def _exact(sc: Any) -> Promise:
+    return "exact", ""
+
+
+def _lossless(sc: Any) -> Promise:
+    return 0, ""
+
+
+def _weights(sc: Any) -> tuple[float, ...]:
+    return tuple(sc.weights) if sc.weights else tuple(float(n) for n in sc.sources)
+
+
+def _reshuffles(sc: Any) -> Promise:
+    return bool(sc.shuffle), "" if sc.shuffle else "shuffle=False keeps one order"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamComponent(Component):
+    kind: str = "stream"
+    make_loader: Callable[[Any], Any]
+    ids_of: Callable[[Any], tuple]
+    state_codec: str = "pickle"
+    resume_promise: Callable[[Any], Promise] = _exact
+    epoch_loss: Callable[[Any], Promise] = _lossless
+    dp_loss: Callable[[Any], Promise] = _lossless
+    reshuffles: Callable[[Any], Promise] = _reshuffles
+    mixture_weights: Callable[[Any], tuple[float, ...]] = _weights
+    mixes: tuple[str, ...] = ("single",)
+    max_workers: int = 3
+    persistent: tuple[bool, ...] = (False, True)
+    batch_sizes: tuple[int, ...] = (1, 2, 3)
+    drop_last: tuple[bool, ...] = (False, True)
+    shuffle: tuple[bool, ...] = (False, True)
+    dp: bool = True
+    break_early: bool = True
+    knob_notes: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.kind != "stream":
+            raise TargetError(f"StreamComponent {self.name!r} must have kind='stream', got {self.kind!r}")
+        if self.state_codec not in STATE_CODECS:
+            raise TargetError(f"StreamComponent {self.name!r} has state_codec={self.state_codec!r}; allowed values: "
+                              f"{', '.join(STATE_CODECS)}")
+        for knob in ("mixes", "persistent", "batch_sizes", "drop_last", "shuffle"):
+            if not getattr(self, knob):
+                raise TargetError(f"StreamComponent {self.name!r}: {knob} must allow at least one value")
+
+    def unsupported(self, sc: Any) -> str | None:
+        def why(knob: str, value: Any, allowed: str) -> str:
+            note = self.knob_notes.get(knob)
+            return f"{knob}={value!r} is not supported by {self.name} ({note or 'allowed: ' + allowed})"
+
+        if sc.mix not in self.mixes:
+            return why("mix", sc.mix, str(self.mixes))
+        if sc.num_workers > self.max_workers:
+            return why("num_workers", sc.num_workers, f"0..{self.max_workers}")
+        if sc.num_workers and sc.persistent_workers not in self.persistent:
+            return why("persistent_workers", sc.persistent_workers, str(self.persistent))
+        if sc.batch_size not in self.batch_sizes:
+            return why("batch_size", sc.batch_size, str(self.batch_sizes))
+        if sc.drop_last not in self.drop_last:
+            return why("drop_last", sc.drop_last, str(self.drop_last))
+        if sc.shuffle not in self.shuffle:
+            return why("shuffle", sc.shuffle, str(self.shuffle))
+        if sc.dp_size > 1 and not self.dp:
+            return why("dp_size", sc.dp_size, "1")
+        if sc.break_after is not None and not self.break_early:
+            return why("break_after", sc.break_after, "None")
+        return None
