@@ -16,8 +16,20 @@ from typing import Any, Callable, Sequence
 
 from dynbsz.config import PackerConfig
 
+from .coverage import reached
 from .errors import PropertyViolation
 from .scenarios import Sample
+
+#: The states a packer run can reach (``properties.coverage`` labels; ``run_events`` reports them).
+GATE_OPENED = "gate opened"
+MULTI_SAMPLE = "multi-sample micro-batch"
+LEFT_BEHIND = "sample left behind by a cut"
+KEPT_ACROSS_CUT = "samples kept across a cut"
+WARMUP_CUT = "cut during the warm-up ramp"
+RESTORE_BUFFERED = "restore with samples buffered"
+RESTORE_IN_DRAIN = "restore mid-drain"
+DROPPED = "sample dropped by policy"
+FORCED = "overlong sample forced alone"
 
 
 @dataclass
@@ -40,6 +52,7 @@ class Observation:
     tokens: int
     physical: int
     ready: bool
+    step: int = 0                 # the optimizer step the next cut belongs to (cuts so far // micro-batches per step)
 
 
 @dataclass
@@ -79,6 +92,10 @@ def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sam
     last_put = -1
 
     def restore(at: int):
+        if buffer:
+            reached(RESTORE_BUFFERED)
+            if at >= len(run.stream):
+                reached(RESTORE_IN_DRAIN)
         state = packer.state_dict()
         if json_roundtrip:
             try:
@@ -105,7 +122,8 @@ def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sam
                 raise PropertyViolation(f"gate idempotence: after sample {i}, ready() answered {ready} and then "
                                         f"{again} with nothing put or cut in between")
         run.observations.append(Observation(i, len(buffer), sum(x.tokens for x in buffer),
-                                            sum(_phys(x) for x in buffer), ready))
+                                            sum(_phys(x) for x in buffer), ready,
+                                            len(run.cuts) // config.micro_batches_per_step))
         if ready:
             _record(run, buffer, packer.cut(), False, last_put)
         if i in restore_after:
@@ -126,6 +144,30 @@ def drive(make_packer: PackerFactory, config: PackerConfig, stream: Sequence[Sam
         raise PropertyViolation(f"drain() left {len(packer)} samples in the packer")
     run.packer = packer
     return run
+
+
+def run_events(run: Run) -> None:
+    """Report what a run reached (``properties.coverage``): the gate opening before the end of the
+    stream, micro-batches of several samples, cuts that leave an older sample behind, warm-up cuts,
+    drops and forced overlong samples."""
+    if any(o.ready for o in run.observations):
+        reached(GATE_OPENED)
+    if any(len(c.ids) >= 2 for c in run.cuts):
+        reached(MULTI_SAMPLE)
+    if any(not c.drained and len(c.buffer_before) > len(c.ids) for c in run.cuts):
+        reached(KEPT_ACROSS_CUT)
+    for c in run.cuts:
+        taken = set(c.ids)
+        newest = max((i for i, s in enumerate(c.buffer_before) if s.id in taken), default=-1)
+        if any(s.id not in taken for s in c.buffer_before[:newest]):
+            reached(LEFT_BEHIND)
+            break
+    if any(c.budget < run.config.budget for c in run.cuts):
+        reached(WARMUP_CUT)
+    if not all(run.accepted):
+        reached(DROPPED)
+    if any(len(c.ids) == 1 and c.tokens[0] > c.budget for c in run.cuts):
+        reached(FORCED)
 
 
 def _phys(s: Sample) -> int:
@@ -226,13 +268,15 @@ def check_minimum_gate(run: Run) -> None:
                                         f"{toks} tokens < budget {run.config.budget}")
 
 
-def check_gate_opens(run: Run, gate_should_open: Callable[[int, int, int], bool]) -> None:
-    """The gate opens exactly when its documented rule says so: it neither stalls nor opens early."""
+def check_gate_opens(run: Run, gate_should_open: Callable[[int, int, int, int], bool]) -> None:
+    """The gate opens exactly when its documented rule says so: it neither stalls nor opens early.
+    The rule is asked with (samples, tokens, physical tokens, optimizer step) of the harness's model."""
     for o in run.observations:
-        want = gate_should_open(o.num_samples, o.tokens, o.physical)
+        want = gate_should_open(o.num_samples, o.tokens, o.physical, o.step)
         if o.ready != want:
             raise PropertyViolation(f"gate rule: after sample {o.put_index} with {o.num_samples} samples and "
-                                    f"{o.tokens} tokens, ready()={o.ready}, the gate's rule says {want}")
+                                    f"{o.tokens} tokens at step {o.step}, ready()={o.ready}, the gate's rule says "
+                                    f"{want}")
 
 
 def greedy_walk(buffer: Sequence[Sample], budget: int, cap: int | None, empties_alone: bool = True) -> list:
@@ -311,9 +355,23 @@ def check_same_cuts(reference: Run, other: Run, what: str) -> None:
                                 f"{b[k] if k < len(b) else 'none'}")
 
 
-def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int, int], bool] | None:
-    """The documented opening rule of a built-in gate, restated from its spec (not its code).
-    None for gates this suite has no rule for (user gates): only the minimum-gate property applies."""
+def ramp_minimum(spec: dict[str, Any], step: int) -> int:
+    """The warm-up-scoped gate's sample minimum at an optimizer step, restated from its documentation
+    (README / ``WarmupRampGate``): ``start`` for the first ``hold_steps`` steps, then a linear rise
+    to ``full`` over ``ramp_steps`` steps (rounded up), then ``full``."""
+    start, full, hold, ramp = spec["start"], spec["full"], spec["hold_steps"], spec["ramp_steps"]
+    if step < hold:
+        return start
+    k = step - hold
+    if k >= ramp:
+        return full
+    return math.ceil(start + (full - start) * (k + 1) / (ramp + 1))
+
+
+def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int, int, int], bool] | None:
+    """The documented opening rule of a built-in gate, restated from its spec (not its code), as a
+    function of (samples, tokens, physical tokens, optimizer step). None for gates this suite has
+    no rule for (user gates): only the minimum-gate property applies."""
     cap = config.physical_cap
 
     def covers(tokens: int, phys: int) -> bool:
@@ -321,11 +379,14 @@ def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int,
 
     if spec.get("kind") == "fixed":
         size = spec["buffer_size"]
-        return lambda n, tokens, phys: n > 0 and n >= size and covers(tokens, phys)
+        return lambda n, tokens, phys, step: n > 0 and n >= size and covers(tokens, phys)
     if spec.get("kind") == "token_aware":
         margin, pool = spec["margin"], spec["pool_cap"]
         target = math.ceil((1 + margin) * config.budget)
         ptarget = math.ceil((1 + margin) * cap) if cap is not None else None
-        return lambda n, tokens, phys: n > 0 and covers(tokens, phys) and (
+        return lambda n, tokens, phys, step: n > 0 and covers(tokens, phys) and (
             n >= pool or tokens >= target or (ptarget is not None and phys >= ptarget))
+    if spec.get("kind") == "warmup_ramp":
+        ramp_minimum(spec, 0)  # a spec without the schedule's fields fails here, not mid-run
+        return lambda n, tokens, phys, step: n > 0 and n >= ramp_minimum(spec, step) and covers(tokens, phys)
     return None

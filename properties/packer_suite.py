@@ -18,7 +18,15 @@ from . import packer_props as P
 from .errors import PropertyViolation
 from .registry import prop
 from .scenarios import PackerExample, decode_packer_example, encode_packer_example
-from .strategies import packer_configs, restore_points, sample_streams
+from .strategies import (
+    PACKABLE_BUDGETS,
+    PACKABLE_MIXES,
+    gate_threshold,
+    packer_configs,
+    restore_points,
+    sample_streams,
+    stream_sizes,
+)
 from .targets.base import PackerComponent
 from .targets.builtin import probe_specs
 
@@ -28,18 +36,24 @@ GATE = frozenset({"gate"})
 
 
 def examples(component: PackerComponent, *, restores: bool = False, warmup: bool | None = None,
-             gate_specs=None):
-    """``gate_specs`` overrides the component's gates (the gate_state property draws only the probe)."""
+             gate_specs=None, packable: bool = False):
+    """``gate_specs`` overrides the component's gates (the gate_state property draws only the probe).
+    ``packable`` draws what micro-batches of several samples need (budgets of 2 tokens or more,
+    no all-long streams) unless the component fixes its budgets. Streams are long enough to pass
+    the gate's count threshold in most examples (``stream_sizes``)."""
     specs = component.gate_specs if gate_specs is None else gate_specs
+    budgets = component.budgets if component.budgets is not None or not packable else PACKABLE_BUDGETS
+    mixes = PACKABLE_MIXES if packable else ("mixed", "short", "mixed", "long")
 
     @st.composite
     def draw_example(draw) -> PackerExample:
         config = draw(packer_configs(overlong=component.overlong, empty=component.empty,
-                                     budget=component.budgets, warmup=warmup))
+                                     budget=budgets, warmup=warmup))
         gate = draw(specs(config))
         # At least one sample: the empty stream is Hypothesis's first guess and proves nothing twice.
         stream = draw(sample_streams(config.budget, min_size=1, physical=config.physical_cap is not None,
-                                     allow_empty=component.allow_empty))
+                                     allow_empty=component.allow_empty, size=stream_sizes(gate_threshold(gate)),
+                                     mixes=mixes))
         points = draw(restore_points(len(stream))) if restores else []
         return PackerExample(config, gate, tuple(stream), tuple(points))
 
@@ -51,6 +65,8 @@ def _drive(component: PackerComponent, ex: PackerExample, *, observe: bool = Tru
     that drives twice observes only its first run)."""
     run = P.drive(lambda: component.make_packer(ex.config, ex.gate), ex.config, ex.stream,
                   json_roundtrip=component.json_state, **kw)
+    if observe:
+        P.run_events(run)
     if observe and currently_in_test_context():
         # Guidance for the fuzz profile's target phase: longer runs with fuller buffers
         # reach the states (many cuts, warm-up crossings, drains) where bugs hide.
@@ -61,18 +77,18 @@ def _drive(component: PackerComponent, ex: PackerExample, *, observe: bool = Tru
     return run
 
 
-def packer_prop(name: str, *, kinds: frozenset[str], doc: str, not_for=None, **draw: Any):
+def packer_prop(name: str, *, kinds: frozenset[str], doc: str, interesting: str, not_for=None, **draw: Any):
     """``@prop`` for a packer or gate property: its examples are ``PackerExample``s drawn by
-    ``examples(component, **draw)``."""
+    ``examples(component, **draw)``; ``interesting`` is the ``packer_props`` label it is about."""
     return prop(name, kinds=kinds, doc=doc, examples=functools.partial(examples, **draw),
-                encode=encode_packer_example, decode=decode_packer_example, not_for=not_for)
+                encode=encode_packer_example, decode=decode_packer_example, not_for=not_for, interesting=interesting)
 
 
 # ---- which components a property applies to --------------------------------------------------
 
 def _needs_rule(component: Any) -> str | None:
     if not getattr(component, "documented_rule", False):
-        return "no documented opening rule for this gate (built-in rules: fixed, token_aware)"
+        return "no documented opening rule for this gate (built-in rules: fixed, token_aware, warmup_ramp)"
     return None
 
 
@@ -84,7 +100,7 @@ def _needs_gate_objects(component: Any) -> str | None:
 
 # ---- the properties: (component, example) -> None, raising PropertyViolation -----------------
 
-@packer_prop("conservation", kinds=PACKING,
+@packer_prop("conservation", kinds=PACKING, interesting=P.KEPT_ACROSS_CUT, packable=True,
              doc="every sample put is emitted exactly once, or rejected at put() and reported in dropped; "
                  "drain() empties")
 def conservation(component: PackerComponent, ex: PackerExample) -> None:
@@ -92,26 +108,26 @@ def conservation(component: PackerComponent, ex: PackerExample) -> None:
     P.check_conservation(run, getattr(run.packer, "dropped", None))
 
 
-@packer_prop("budget", kinds=PACKING,
+@packer_prop("budget", kinds=PACKING, interesting=P.MULTI_SAMPLE, packable=True,
              doc="a micro-batch fits its budget and the physical cap unless it is a single forced sample; "
                  "none is empty")
 def budget(component: PackerComponent, ex: PackerExample) -> None:
     P.check_budget(_drive(component, ex))
 
 
-@packer_prop("warmup", kinds=PACKING, warmup=True,
+@packer_prop("warmup", kinds=PACKING, warmup=True, interesting=P.WARMUP_CUT,
              doc="each micro-batch is cut against the warm-up budget of its optimizer step")
 def warmup(component: PackerComponent, ex: PackerExample) -> None:
     P.check_warmup(_drive(component, ex))
 
 
-@packer_prop("minimum_gate", kinds=PACKER_AND_GATE,
+@packer_prop("minimum_gate", kinds=PACKER_AND_GATE, interesting=P.GATE_OPENED,
              doc="the gate is a minimum, not a capacity: never ready while the buffer cannot fill one micro-batch")
 def minimum_gate(component: PackerComponent, ex: PackerExample) -> None:
     P.check_minimum_gate(_drive(component, ex))
 
 
-@packer_prop("gate_rule", kinds=GATE, not_for=_needs_rule,
+@packer_prop("gate_rule", kinds=GATE, not_for=_needs_rule, interesting=P.GATE_OPENED,
              doc="the gate opens exactly when its documented rule says so")
 def gate_rule(component: PackerComponent, ex: PackerExample) -> None:
     rule = P.gate_rule(ex.config, ex.gate)
@@ -120,13 +136,13 @@ def gate_rule(component: PackerComponent, ex: PackerExample) -> None:
     P.check_gate_opens(_drive(component, ex), rule)
 
 
-@packer_prop("ordered_greedy", kinds=PACKING,
+@packer_prop("ordered_greedy", kinds=PACKING, interesting=P.MULTI_SAMPLE, packable=True,
              doc="each micro-batch is VeOmni's ordered greedy walk over the buffer; the rest keep arrival order")
 def ordered_greedy(component: PackerComponent, ex: PackerExample) -> None:
     P.check_ordered_greedy(_drive(component, ex))
 
 
-@packer_prop("resume", kinds=PACKER_AND_GATE, restores=True,
+@packer_prop("resume", kinds=PACKER_AND_GATE, restores=True, interesting=P.RESTORE_BUFFERED,
              doc="checkpoint (JSON) and restore into a fresh object anywhere, at step 0 and mid-drain: "
                  "nothing changes")
 def resume(component: PackerComponent, ex: PackerExample) -> None:
@@ -135,6 +151,7 @@ def resume(component: PackerComponent, ex: PackerExample) -> None:
 
 
 @packer_prop("gate_state", kinds=PACKING, not_for=_needs_gate_objects, restores=True, gate_specs=probe_specs,
+             interesting=P.RESTORE_BUFFERED,
              doc="a gate's own state (state_dict) is checkpointed with the packer: resume with a stateful "
                  "probe gate")
 def gate_state(component: PackerComponent, ex: PackerExample) -> None:
@@ -144,7 +161,7 @@ def gate_state(component: PackerComponent, ex: PackerExample) -> None:
         raise PropertyViolation(f"gate state (stateful probe gate {ex.gate}): {e}") from None
 
 
-@packer_prop("ready_idempotent", kinds=PACKER_AND_GATE,
+@packer_prop("ready_idempotent", kinds=PACKER_AND_GATE, interesting=P.GATE_OPENED,
              doc="asking ready() more often changes nothing: a gate's answer depends on the buffer, not the polling")
 def ready_idempotent(component: PackerComponent, ex: PackerExample) -> None:
     P.check_same_cuts(_drive(component, ex), _drive(component, ex, observe=False, ready_calls=2),

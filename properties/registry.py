@@ -36,12 +36,18 @@ def _applies(component: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Property:
-    """``examples``, ``check`` and ``not_for`` take a ``properties.targets.Component``."""
+    """``examples``, ``check``, ``machine`` and ``not_for`` take a ``properties.targets.Component``.
+
+    A property searches in one of two ways. Usually ``examples(component)`` is a strategy of plain
+    examples, each run by ``check``. A *stateful* property instead has ``machine(component)``, a
+    Hypothesis ``RuleBasedStateMachine`` class whose runs are the examples: each run records what
+    it did as a plain example (its ``program``: the class attribute ``last_program``, set as the
+    run goes), which ``check`` replays outside Hypothesis (regression files, ``replay``)."""
 
     name: str
     kinds: frozenset[str]
     doc: str
-    examples: Callable[[Any], st.SearchStrategy]
+    examples: Callable[[Any], st.SearchStrategy] | None
     check: Callable[[Any, Any], None]
     encode: Callable[[Any], dict]
     decode: Callable[[dict], Any]
@@ -50,11 +56,18 @@ class Property:
     # Examples cost this many packer examples (a loader example starts worker processes and
     # sleeps): a profile's example count is divided by it, unless a count is given explicitly.
     cost: int = 1
+    # The state the property exists to exercise (a ``properties.coverage.reached`` label): the
+    # report gives the share of examples that reached it.
+    interesting: str | None = None
+    machine: Callable[[Any], type] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.kinds) - set(KINDS))
         if unknown:
             raise ValueError(f"property {self.name!r} has kinds {unknown}; allowed values: {', '.join(KINDS)}")
+        if (self.examples is None) == (self.machine is None):
+            raise ValueError(f"property {self.name!r} needs exactly one of examples= (a strategy factory) and "
+                             "machine= (a state machine factory)")
 
     def skip_reason(self, component: Any) -> str | None:
         if component.kind not in self.kinds:
@@ -70,15 +83,17 @@ class Property:
 
 
 def prop(name: str, *, kinds: frozenset[str] | set[str] | tuple[str, ...], doc: str,
-         examples: Callable[[Any], st.SearchStrategy], encode: Callable[[Any], dict],
+         examples: Callable[[Any], st.SearchStrategy] | None = None, encode: Callable[[Any], dict],
          decode: Callable[[dict], Any], not_for: Callable[[Any], str | None] | None = None,
-         cost: int = 1) -> Callable[[T], T]:
+         cost: int = 1, interesting: str | None = None,
+         machine: Callable[[Any], type] | None = None) -> Callable[[T], T]:
     """Declare the decorated function ``check(component, example)`` a property. The function is
     returned unchanged (other checks may call it); the ``Property`` is its ``PROPERTY_MARKER``."""
     def register(check: T) -> T:
         setattr(check, PROPERTY_MARKER, Property(
             name=name, kinds=frozenset(kinds), doc=doc, examples=examples, check=check,
-            encode=encode, decode=decode, not_for=not_for or _applies, cost=cost))
+            encode=encode, decode=decode, not_for=not_for or _applies, cost=cost, interesting=interesting,
+            machine=machine))
         return check
 
     return register

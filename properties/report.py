@@ -17,6 +17,14 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return table(headers, rows, align="l" * len(headers), rule=False)
 
 
+def reached_text(r: Result) -> str:
+    """'62% gate opened': the share of a passing run's examples that reached the property's state."""
+    cov = r.coverage or {}
+    if cov.get("share") is None or not cov.get("interesting"):
+        return ""
+    return f"{100 * cov['share']:.0f}% {cov['interesting']}"
+
+
 def check_json(target: str, results: Sequence[Result], *, profile: str, seed: int, description: str = "") -> dict:
     return {"target": target, "description": description, "profile": profile, "seed": seed,
             "results": [r.to_json() for r in results]}
@@ -24,8 +32,9 @@ def check_json(target: str, results: Sequence[Result], *, profile: str, seed: in
 
 def check_text(target: str, results: Sequence[Result], *, profile: str, seed: int, description: str = "") -> str:
     head = f"target {target}" + (f" ({description})" if description else "") + f"; profile {profile}, seed {seed}"
-    rows = [(r.property, r.component, r.status, r.examples, r.message if r.status == "skip" else "") for r in results]
-    out = [head, _table(("property", "component", "status", "examples", "note"), rows)]
+    rows = [(r.property, r.component, r.status, r.examples, reached_text(r), r.message if r.status == "skip" else "")
+            for r in results]
+    out = [head, _table(("property", "component", "status", "examples", "reached", "note"), rows)]
     for r in results:
         if r.status == "fail":
             out.append(f"\nFAIL {r.property} [{r.component}]: {r.message}")

@@ -28,7 +28,7 @@ from hypothesis.errors import HypothesisException
 from dynbsz.errors import DroppedSampleWarning
 from dynbsz.loader_config import LoaderWarning
 
-from . import profiles, suite
+from . import coverage, profiles, suite
 from .errors import PropertyViolation, Unsupported
 from .registry import Property
 from .targets.base import Component, Target
@@ -70,6 +70,7 @@ class Result:
     replay: str | None = None        # the one command that reproduces a failure (set once it is saved)
     file: str | None = None
     flaky: bool = False              # failed, then passed on the same example (timing): not replayable
+    coverage: dict | None = None     # properties.coverage.Tally.to_json: what the examples reached
 
     @property
     def saveable(self) -> bool:
@@ -80,7 +81,8 @@ class Result:
     def to_json(self) -> dict:
         return {"property": self.property, "component": self.component, "status": self.status,
                 "examples": self.examples, "replay": self.replay, "minimal_example": self.minimal_example,
-                "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file, "flaky": self.flaky}
+                "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file, "flaky": self.flaky,
+                "coverage": self.coverage}
 
 
 #: Libraries whose per-call log lines (torchdata's in_order=False caveat on every state_dict(),
@@ -166,18 +168,24 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
     reason = skip_reason(target, prop, component)
     if reason:
         return skipped(target, prop, component, reason)
+    if prop.machine is not None:
+        return _run_machine(target, prop, component, rs)
     base = dict(target=target.name, property=prop.name, component=component.name, seed=rs.seed)
     state: dict[str, Any] = {"n": 0, "failing": None, "message": ""}
+    tally = coverage.Tally()
 
     def property_test(ex):
         state["n"] += 1
-        try:
-            guarded_check(prop, component, ex)
-        except Unsupported:
-            hypothesis.reject()  # an explicit (corpus) example this component cannot run: not evidence
-        except PropertyViolation as e:
-            state["failing"], state["message"] = ex, str(e)
-            raise
+        with coverage.recording() as labels:
+            try:
+                guarded_check(prop, component, ex)
+            except Unsupported:
+                hypothesis.reject()  # an explicit (corpus) example this component cannot run: not evidence
+            except PropertyViolation as e:
+                state["failing"], state["message"] = ex, str(e)
+                tally.add(labels)
+                raise
+        tally.add(labels)
 
     test = given(prop.examples(component))(property_test)
     for encoded in rs.explicit:
@@ -190,6 +198,13 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
     # One database entry per (target, component, property): the same search replays its own failures.
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())
+    return _outcome(prop, base, state, tally, test)
+
+
+def _outcome(prop: Property, base: dict, state: dict, tally: coverage.Tally, test) -> Result:
+    """Run a built Hypothesis test and turn what happened into a Result (``state`` holds the
+    example count, the failing example and its message, as the test function recorded them)."""
+    base = {**base, "coverage": None}
     try:
         with quiet_target():
             test()
@@ -205,7 +220,43 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         return Result(**base, status="fail", examples=state["n"], message=f"{what}: {state['message'] or _first_line(e)}",
                       minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None,
                       flaky=flaky)
-    return Result(**base, status="pass", examples=state["n"])
+    return Result(**{**base, "coverage": tally.to_json(prop.interesting)}, status="pass", examples=state["n"])
+
+
+def _run_machine(target: Target, prop: Property, component: Component, rs: RunSettings) -> Result:
+    """A stateful property: Hypothesis runs the component's state machine (``prop.machine``), each run
+    one example. The machine records each run as a plain example (its class attribute
+    ``last_program``) and reports what it reached (``coverage.reached``); a failing run's program
+    is the minimal example, replayed by ``prop.check``. Corpus examples run first, outside Hypothesis."""
+    from hypothesis.stateful import get_state_machine_test
+
+    base = dict(target=target.name, property=prop.name, component=component.name, seed=rs.seed)
+    for encoded in rs.explicit:
+        try:
+            program = prop.decode(encoded)
+        except Exception as e:  # noqa: BLE001 - a stale corpus entry must not hide the search itself
+            warnings.warn(f"{prop.name}[{component.name}]: skipping an explicit example that no longer decodes "
+                          f"({type(e).__name__}: {e})", stacklevel=2)
+            continue
+        try:
+            with quiet_target():
+                guarded_check(prop, component, program)
+        except Unsupported:
+            continue
+        except PropertyViolation as e:
+            return Result(**base, status="fail", examples=1, message=str(e), minimal_example=encoded)
+    machine = prop.machine(component)
+    state: dict[str, Any] = {"n": 0, "failing": None, "message": ""}
+    tally = coverage.Tally()
+    machine.observe = lambda labels: (state.__setitem__("n", state["n"] + 1), tally.add(labels))
+    machine.on_violation = lambda program, message: state.update(failing=program, message=message)
+    settings_ = _settings(rs, prop)
+    settings_ = settings(settings_, stateful_step_count=getattr(machine, "steps", settings_.stateful_step_count))
+    seed(rs.seed)(machine)
+    test = get_state_machine_test(machine, settings=settings_)
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = (
+        f"{target.name}|{component.name}|{prop.name}".encode())
+    return _outcome(prop, base, state, tally, test)
 
 
 def plan(target: Target, only: Iterable[str] | None = None,

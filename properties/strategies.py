@@ -18,6 +18,13 @@ def budgets(min_value: int = 1, max_value: int = 256) -> st.SearchStrategy[int]:
     return st.integers(min_value, max_value)
 
 
+#: Budgets under which micro-batches of several samples are common: at least 2 tokens, small ones
+#: (exact fits, off-by-one sums) half the time, the rest spread up to 256.
+PACKABLE_BUDGETS = st.integers(2, 16) | st.integers(0, 63).map(lambda k: 4 + 4 * k)
+#: The stream mixes of a packable example: no all-long streams (one sample per micro-batch).
+PACKABLE_MIXES = ("mixed", "short", "mixed")
+
+
 @st.composite
 def packer_configs(draw, *, physical_cap: bool | None = None, warmup: bool | None = None,
                    overlong=("emit_alone",), empty=("emit_alone",), max_budget: int = 256,
@@ -28,7 +35,7 @@ def packer_configs(draw, *, physical_cap: bool | None = None, warmup: bool | Non
     budget = draw(default if budget is None else budget)
     use_cap = draw(st.booleans()) if physical_cap is None else physical_cap
     # A cap below the budget binds first; one above it binds only on samples that are mostly padding.
-    cap = draw(st.one_of(st.integers(1, budget), st.integers(1, 2 * budget))) if use_cap else None
+    cap = draw(st.one_of(spread(1, budget), spread(1, 2 * budget))) if use_cap else None
     use_warmup = draw(st.booleans()) if warmup is None else warmup
     warmup_steps = draw(st.integers(1, 6)) if use_warmup else 0
     init = draw(st.integers(1, budget)) if use_warmup else 200
@@ -37,29 +44,66 @@ def packer_configs(draw, *, physical_cap: bool | None = None, warmup: bool | Non
                         overlong=draw(st.sampled_from(overlong)), empty=draw(st.sampled_from(empty)))
 
 
+def spread(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """An integer in [lo, hi]: Hypothesis's own draw half the time (it favours small values and the
+    ends of the range: exact fits, off-by-one sums), else one of 65 evenly spaced points across the
+    range, so a 512K budget meets lengths of its own scale and not only a few dozen tokens."""
+    return st.integers(lo, hi) | st.integers(0, 64).map(lambda k: lo + (hi - lo) * k // 64)
+
+
+def gate_threshold(spec: dict) -> int:
+    """The sample count below which a gate spec never opens (1 for gates without a count)."""
+    kind = spec.get("kind")
+    if kind == "fixed":
+        return int(spec["buffer_size"])
+    if kind == "warmup_ramp":
+        return int(spec["full"])
+    return 1
+
+
+def stream_sizes(threshold: int, max_size: int = 60) -> st.SearchStrategy[int]:
+    """A stream's length: any (from 1) a quarter of the time, otherwise long enough to pass the gate's
+    count threshold even after a drop policy has taken some samples, with room to cover the budget
+    (at least 12 samples), so the gate opens before the end of the stream in most examples rather
+    than only in the drain."""
+    floor = min(max(threshold + threshold // 2 + 4, 12), max_size)
+    return st.sampled_from([1, floor, floor, floor]).flatmap(lambda lo: st.integers(lo, max_size))
+
+
 @st.composite
 def sample_streams(draw, budget: int, *, min_size: int = 0, max_size: int = 60, physical: bool = False,
-                   allow_empty: bool = False, sources=("text", "video")) -> list[Sample]:
+                   allow_empty: bool = False, sources=("text", "video"),
+                   size: st.SearchStrategy[int] | None = None,
+                   mixes: tuple[str, ...] = ("mixed", "short", "mixed", "long")) -> list[Sample]:
     """Samples with unique ids; lengths mostly below the budget, some at it, some beyond it.
+    ``size`` draws the length of the stream (default: ``min_size`` to ``max_size``); ``mixes`` the
+    mixes a stream may draw (see below).
 
     Each stream first draws a *mix*: all short (many per micro-batch: where a gate used as a
     capacity shows), all long (one or two per micro-batch: forced heads, overlong policies), or
     mixed. Drawing the mix once per stream keeps a few dozen examples diverse; drawing the
     regime per sample alone makes nearly every stream "mixed".
     """
-    low = 0 if allow_empty else 1
-    short = st.integers(low, max(low, budget // 4))               # many per micro-batch
-    fits = st.integers(low, budget)                               # anything that fits
-    beyond = st.integers(budget, 2 * budget + 1)                  # at or beyond the budget
-    mixes = {"short": [short], "long": [st.integers(max(low, budget // 2), budget), beyond],
-             "mixed": [short, fits, beyond]}
-    regimes = list(mixes[draw(st.sampled_from(("mixed", "short", "long")))])
+    low = 1                                                       # empty samples: a regime of their own
+    short = spread(low, max(low, budget // 4))                    # many per micro-batch
+    fits = spread(low, budget)                                    # anything that fits
+    beyond = spread(budget, 2 * budget + 1)                       # at or beyond the budget
+    # Within a mix, samples the budget cannot hold (and, below, empty ones) are one draw in four or
+    # more: enough for forced heads and drop policies in most streams, few enough that a drop
+    # policy leaves the gate something to open on.
+    half = spread(max(low, budget // 2), budget)
+    regimes_of = {"short": [short], "long": [half, half, beyond], "mixed": [short, short, fits, beyond]}
+    # By default mixed streams come twice as often: a cut that leaves an older sample behind (the
+    # greedy walk's jump, where loss and reordering bugs live) needs lengths that do and do not fit
+    # side by side.
+    regimes = list(regimes_of[draw(st.sampled_from(mixes))])
     if allow_empty:
         # Zero-token samples (effective-token counting with every label ignored) get a regime of
         # their own: runs of them at the head of the buffer are where forced-head rules go wrong.
         regimes.append(st.just(0))
+        regimes += regimes[:-1]   # ... one in seven or fewer
     length = st.one_of(*regimes)
-    n = draw(st.integers(min_size, max_size))
+    n = draw(st.integers(min_size, max_size) if size is None else size)
     out = []
     for i in range(n):
         tokens = draw(length)
@@ -74,11 +118,14 @@ def restore_points(stream_length: int, *, min_size: int = 1, max_size: int = 4,
     -1 is before the first put (a checkpoint at step 0), i < len(stream) is right after put i,
     len(stream) + k is after the k-th micro-batch of the end-of-stream drain.
 
-    Half the points are drawn inside the drain: drawn uniformly over the timeline they land
+    A third of the points are drawn inside the drain: drawn uniformly over the timeline they land
     there a few times in a hundred, and a packer that cuts its whole drain up front is only
-    caught by a checkpoint taken half-way through it."""
+    caught by a checkpoint taken half-way through it. Another third fall in the second half of
+    the stream, where a restore finds samples buffered."""
     point = st.one_of(st.integers(-1, stream_length + drain_slack),
-                      st.integers(stream_length, stream_length + drain_slack))
+                      st.integers(stream_length, stream_length + drain_slack),
+                      # and a third in the second half of the stream, where the buffer holds samples
+                      st.integers(stream_length // 2, max(stream_length // 2, stream_length - 1)))
     return st.lists(point, min_size=min_size, max_size=max_size, unique=True).map(sorted)
 
 

@@ -32,7 +32,7 @@ def check(capsys, tmp_path, target, *extra) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-PACKER_AND_GATES = ("packer", "gate:fixed", "gate:token_aware", "gate:context_aware")
+PACKER_AND_GATES = ("packer", "gate:fixed", "gate:token_aware", "gate:context_aware", "gate:warmup_ramp")
 
 
 def test_check_dynbsz_json_passes_and_counts_examples(capsys, tmp_path):
@@ -70,7 +70,7 @@ def test_table_by_default(capsys, tmp_path):
     code, out, _ = run(capsys, "check", "--target", "mutant:gate-strict-count", "--property", "gate_rule",
                        "--database", "none", "--corpus", str(tmp_path))
     assert code == 1
-    assert out.splitlines()[1].split() == ["property", "component", "status", "examples", "note"]
+    assert out.splitlines()[1].split() == ["property", "component", "status", "examples", "reached", "note"]
     assert "FAIL gate_rule [gate:fixed]" in out and "replay: python -m properties replay" in out
     assert "0 passed, 1 failed, 0 skipped" in out
 
@@ -163,7 +163,7 @@ def test_fuzz_rounds_grow_and_respect_the_clock(tmp_path):
     report = fuzz(resolve("dynbsz"), minutes=1.0, seed=7, corpus_dir=tmp_path, only=["minimum_gate"],
                   profile="dev", clock=clock)
     assert not report.failed and not list(tmp_path.iterdir())
-    assert [p.component for p in report.pairs] == ["packer", "gate:fixed", "gate:token_aware", "gate:context_aware"]
+    assert [p.component for p in report.pairs] == list(PACKER_AND_GATES)
     # every pair ran in round one, a second round started, and nothing ran once the minute was up
     assert report.rounds >= 2 and all(p.rounds >= 1 and p.examples >= 10 for p in report.pairs)
     assert sum(p.seconds for p in report.pairs) <= 60.0
@@ -238,3 +238,17 @@ def test_saving_an_unchanged_failure_keeps_the_file_byte_identical(tmp_path):
     # A different example is another file.
     other = corpus.save(replace(first, minimal_example={**example, "restore_after": [0]}), tmp_path)
     assert other != path and len(list(tmp_path.iterdir())) == 2
+
+
+def test_check_json_reports_what_share_of_examples_reached_each_property_s_state(capsys, tmp_path):
+    # The ci profile, seed 0, on dynbsz's packer and gates: every property reaches the state it is
+    # about (gate opened, multi-sample micro-batch, restore with samples buffered, ...) in at least
+    # half of its examples, and says so per row.
+    code, doc = check(capsys, tmp_path, "dynbsz", "--max-examples", "60",
+                      *[a for c in PACKER_AND_GATES for a in ("--component", c)])
+    assert code == 0
+    for r in doc["results"]:
+        cov = r["coverage"]
+        assert cov["interesting"] and cov["of"] == r["examples"] == 60, r
+        assert cov["share"] >= 0.5, f"{r['property']}[{r['component']}] reached {cov['interesting']!r} in {cov}"
+        assert cov["events"][cov["interesting"]] == cov["reached"]

@@ -90,7 +90,8 @@ def _has_documented_rule(name: str, spec: dict) -> bool:
         return gate_rule(PackerConfig(budget=1), spec) is not None
     except (KeyError, TypeError, ValueError) as e:
         raise TargetError(f"target {name!r}: the gate's spec() claims kind {spec.get('kind')!r} but lacks a field "
-                          f"({one_line(e)}); fixed needs buffer_size, token_aware needs margin and pool_cap") from None
+                          f"({one_line(e)}); fixed needs buffer_size, token_aware needs margin and pool_cap, warmup_ramp "
+                          "needs start, full, hold_steps and ramp_steps") from None
 
 
 def _gate_target(name: str, factory: Callable[[], Any], gate: Any) -> Target:
