@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from dynbsz.errors import SampleError
 from properties import loader_props as L
 from properties.errors import PropertyViolation
 from properties.loader_targets import (
@@ -39,7 +40,11 @@ SLOW_HEAD = LoaderScenario(num_samples=24, data_seed=3, num_workers=3, prefetch_
 
 
 def test_exactly_once_fails_on_resume_by_count():
-    with pytest.raises(PropertyViolation, match="exactly-once"):
+    # Which samples the count skips or repeats depends on arrival order (timing): a repeated one is
+    # either delivered twice (the property's violation) or, if it is still in the restored packer
+    # buffer, refused by the packer as a second put. The suite reports both as a failure
+    # (runner.guarded_check turns a target's exception into a violation).
+    with pytest.raises((PropertyViolation, SampleError), match="exactly-once|already buffered"):
         L.check_exactly_once(count_resume_loader, SLOW_HEAD, expected=L.expected_epoch_ids(SLOW_HEAD))
 
 
