@@ -3,7 +3,8 @@
 Point it at any implementation through a target (``properties.targets``: ``dynbsz``,
 ``veomni``, ``torchdata``, ``mutant:NAME`` or your own ``MODULE:FACTORY``); every property that applies
 to the target's components runs (``properties.suite``), every failure is saved as a
-small JSON file and replays exactly (``properties.corpus``).
+small JSON file (in a scratch directory of the user's cache, or a corpus named with ``--corpus``)
+and replays exactly (``properties.corpus``).
 
     python -m properties check --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]
     python -m properties fuzz --target ... --minutes M [--corpus DIR]
@@ -15,14 +16,16 @@ From pytest: ``from properties.pytest_plugin import test_dynbsz_properties`` and
 
 Modules, one concern each, each importing only modules listed before it:
 
-* errors (PropertyViolation, Unsupported), registry (component kinds; the ``@prop`` and ``@mutant``
-  decorators that declare a property or a mutant where it is defined, and collect them),
-  scenarios (Sample, PackerExample, LoaderScenario, SkewScenario and their JSON form),
-  probes (a stateful gate for testing packers), profiles (Hypothesis settings);
-* strategies (Hypothesis strategies), packer_props (drive a packer, check a recorded run),
-  loader_props (drive a loader through epochs and checkpoint schedules, check the transcript),
-  skew_props (in_order skew against the simulator), loader_targets (loader factories: dynbsz,
-  a plain torchdata loader);
+* errors (PropertyViolation, Unsupported), coverage (the states examples reach: ``reached`` and
+  the per-property tally), registry (component kinds; the ``@prop`` and ``@mutant`` decorators that
+  declare a property or a mutant where it is defined, and collect them), scenarios (Sample,
+  PackerExample, LoaderScenario, LoaderProgram, SkewScenario and their JSON form), probes (a
+  stateful gate for testing packers), profiles (Hypothesis settings, the cache directory);
+* strategies (Hypothesis strategies), packer_props (drive a packer, check a recorded run; the
+  suite's own oracles), loader_props (drive a loader through epochs, checkpoint schedules, DP
+  ranks and bounded runs, check the transcript), loader_machine (the loader state machine: a
+  ``RuleBasedStateMachine`` whose runs are ``LoaderProgram``s), skew_props (in_order skew against
+  the simulator), loader_targets (loader factories: dynbsz, a plain torchdata loader);
 * mutants/ (broken variants: gates, packers, loaders), targets/ (what to test;
   targets/veomni_loaders.py drives VeOmni's loader classes);
 * packer_suite and loader_suite (the properties), suite (all of them, in report order);

@@ -33,15 +33,27 @@ def reached(label: str) -> None:
         pass
 
 
+def begin() -> set[str]:
+    """Start collecting the labels of one example (``end`` stops); for examples that are not one
+    call, such as a state machine's run (from its construction to its teardown)."""
+    labels: set[str] = set()
+    _RECORDING.append(labels)
+    return labels
+
+
+def end(labels: set[str]) -> None:
+    if _RECORDING and _RECORDING[-1] is labels:
+        _RECORDING.pop()
+
+
 @contextlib.contextmanager
 def recording() -> Iterator[set[str]]:
     """Collect the labels one example reaches (nested blocks collect their own)."""
-    labels: set[str] = set()
-    _RECORDING.append(labels)
+    labels = begin()
     try:
         yield labels
     finally:
-        _RECORDING.pop()
+        end(labels)
 
 
 @dataclass

@@ -19,8 +19,21 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from .coverage import reached
 from .errors import PropertyViolation
 from .scenarios import LoaderScenario
+
+#: The states a loader run can reach (``properties.coverage`` labels).
+RESTORE_MID_EPOCH = "restore mid-epoch"
+RESTORE_AT_START = "restore at step 0"
+RESTORE_AT_EPOCH_END = "restore at an epoch end"
+MULTI_WORKER = "two or more workers"
+UNEVEN_SHARDS = "shards of unequal size"
+RANKS_DIFFER = "ranks' epochs differ in steps"
+BOUND_CROSSES_EPOCH = "max_steps crosses an epoch end"
+SAMPLE_MOVED = "a sample moved by the balanced order"
+MOVED_FULL_LOOKAHEAD = "a sample moved the full lookahead"
+HELD_FOR_ORDER = "samples held to restore the order"
 
 
 @dataclass
@@ -54,24 +67,34 @@ def default_ids_of(step: Any) -> tuple[tuple, ...]:
     return tuple(tuple(mb.ids) for mb in step.micro_batches)
 
 
+def roundtrip(state: Any, codec: str) -> Any:
+    """A state as a checkpoint file carries it: through JSON, or pickled (states holding tensors)."""
+    return json.loads(json.dumps(state)) if codec == "json" else pickle.loads(pickle.dumps(state))
+
+
 def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of, codec: str | None = None,
-                 first_epoch: int = 0) -> Transcript:
+                 first_epoch: int = 0, on_loader: Callable[[Any], None] | None = None) -> Transcript:
     """Iterate epochs ``first_epoch .. scenario.epochs - 1``; after each step count in
     ``scenario.checkpoints`` (and, with ``restore_at_epoch_end``, after every epoch) save the
     state, close the loader, build a fresh one, restore, and carry on.
 
     The state travels through JSON, as a checkpoint file would, unless the target says its state
     holds tensors or objects (``codec="pickle"``, or ``make.state_codec = "pickle"``, as torchdata's does).
+    ``on_loader(loader)`` is called with every loader at the end of each of its epochs and before
+    it is replaced (to read what it reached). Reports where the restores fell (``properties.coverage``).
     """
     codec = codec or getattr(make, "state_codec", "json")
     points = Counter(scenario.checkpoints)
     loader = make(scenario)
     steps: list = []
+    restores: list[tuple[int, int]] = []   # (steps delivered, epoch) at each restore
     n = 0
 
-    def restore(loader):
-        state = loader.state_dict()
-        state = json.loads(json.dumps(state)) if codec == "json" else pickle.loads(pickle.dumps(state))
+    def restore(loader, epoch: int):
+        restores.append((n, epoch))
+        if on_loader is not None:
+            on_loader(loader)
+        state = roundtrip(loader.state_dict(), codec)
         loader.close()
         fresh = make(scenario)
         fresh.load_state_dict(state)
@@ -79,7 +102,7 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
 
     try:
         for _ in range(points.pop(0, 0)):
-            loader = restore(loader)
+            loader = restore(loader, first_epoch)
         for epoch in range(first_epoch, scenario.epochs):
             loader.set_epoch(epoch)
             it = iter(loader)
@@ -91,15 +114,37 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
                 steps.append((epoch, ids_of(step)))
                 n += 1
                 for _ in range(points.get(n, 0)):
-                    loader = restore(loader)
+                    loader = restore(loader, epoch)
                     loader.set_epoch(epoch)
                     it = iter(loader)
             it = None  # the finished iterator goes before a restore builds new workers
+            if on_loader is not None:
+                on_loader(loader)
             if scenario.restore_at_epoch_end and epoch < scenario.epochs - 1:
-                loader = restore(loader)
+                loader = restore(loader, epoch)
     finally:
         loader.close()
-    return Transcript(steps)
+    transcript = Transcript(steps)
+    restore_events(transcript, restores)
+    if scenario.num_workers >= 2:
+        reached(MULTI_WORKER)
+    return transcript
+
+
+def restore_events(t: Transcript, restores: list[tuple[int, int]]) -> None:
+    """Where the restores of a run fell: at step 0, exactly at an epoch end, or mid-epoch (steps of
+    the same epoch followed)."""
+    ends = set(epoch_boundaries(t))
+    last_of_epoch: dict[int, int] = {}
+    for k, (e, _) in enumerate(t.steps):
+        last_of_epoch[e] = k + 1
+    for n, epoch in restores:
+        if n == 0:
+            reached(RESTORE_AT_START)
+        elif n in ends and last_of_epoch.get(epoch, 0) <= n:
+            reached(RESTORE_AT_EPOCH_END)
+        if 0 < n < last_of_epoch.get(epoch, 0):
+            reached(RESTORE_MID_EPOCH)
 
 
 def expected_epoch_ids(scenario: LoaderScenario) -> set | None:
@@ -196,6 +241,8 @@ def check_epoch_reshuffle(make: LoaderFactory, scenario: LoaderScenario, *, ids_
 def check_dp_shards(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
                     codec: str | None = None) -> None:
     """DP ranks read disjoint shards whose union is the dataset, every epoch."""
+    if scenario.num_samples % scenario.dp_size:
+        reached(UNEVEN_SHARDS)
     per_rank = [run_schedule(make, replace(scenario, dp_rank=r, checkpoints=(), restore_at_epoch_end=False),
                              ids_of=ids_of, codec=codec)
                 for r in range(scenario.dp_size)]
@@ -210,3 +257,190 @@ def check_dp_shards(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=def
         missing = sorted(set(range(scenario.num_samples)) - set(seen))
         if missing:
             raise PropertyViolation(f"DP shards: epoch {epoch} no rank read {missing[:10]}")
+
+
+# ---- DP step counts: every rank stops at the same step -------------------------------------------
+
+def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, steps_per_epoch: int | None = None,
+                ids_of=default_ids_of, codec: str | None = None) -> list[int]:
+    """One rank's run under a stopping rule; the steps it yielded in each epoch it started.
+
+    ``max_steps``: the documented bounded loop, ``while steps < max_steps: set_epoch(e); for step in
+    loader`` (the loader must stop by itself inside the epoch that reaches the bound); ``epoch``:
+    ``scenario.epochs`` whole epochs; ``steps_per_epoch``: a trainer's ``for _ in range(S):
+    next(it)``, ending the epoch early when the loader runs out. Checkpoints and restores into a
+    fresh loader at ``scenario.checkpoints`` as in ``run_schedule`` (a bound must survive them).
+    """
+    codec = codec or getattr(make, "state_codec", "json")
+    points = Counter(scenario.checkpoints)
+    bound = scenario.max_steps if rule == "max_steps" else None
+    max_epochs = (bound + 2) if bound is not None else scenario.epochs   # every epoch yields >= 1 step
+    per_epoch: list[int] = []
+    n = 0
+    loader = make(scenario)
+
+    def restore(loader):
+        state = roundtrip(loader.state_dict(), codec)
+        loader.close()
+        fresh = make(scenario)
+        fresh.load_state_dict(state)
+        return fresh
+
+    try:
+        for _ in range(points.pop(0, 0)):
+            loader = restore(loader)
+        epoch = 0
+        while epoch < max_epochs and (bound is None or n < bound):
+            loader.set_epoch(epoch)
+            it = iter(loader)
+            k = 0
+            while steps_per_epoch is None or k < steps_per_epoch:
+                try:
+                    step = next(it)
+                except StopIteration:
+                    break
+                ids_of(step)
+                k += 1
+                n += 1
+                if bound is not None and n > bound:
+                    raise PropertyViolation(f"DP step counts: rank {scenario.dp_rank} yielded step {n} with "
+                                            f"max_steps={bound} (epoch {epoch}): the loader does not stop at its bound")
+                for _ in range(points.get(n, 0)):
+                    loader = restore(loader)
+                    loader.set_epoch(epoch)
+                    it = iter(loader)
+            it = None
+            per_epoch.append(k)
+            epoch += 1
+    finally:
+        loader.close()
+    return per_epoch
+
+
+def check_dp_step_counts(make: LoaderFactory, scenario: LoaderScenario, stopping: tuple[str, ...], *,
+                         steps_per_epoch: Callable[[LoaderScenario], int] | None = None, ids_of=default_ids_of,
+                         codec: str | None = None) -> None:
+    """Under every stopping rule the loader offers, all DP ranks stop at the same step (ranks pack
+    their own shards, so their epochs need not hold the same number of steps; a rank that stops
+    earlier leaves its partners waiting in their next collective). Ranks are simulated in one
+    process: rank r's loader is built with ``dp_rank=r``, no process group is needed."""
+    if not stopping:
+        raise PropertyViolation("DP step counts: the loader offers no stopping rule (max_steps, whole epochs or a "
+                                "trainer's steps per epoch) under which DP ranks stop at the same step")
+    for rule in stopping:
+        if rule == "max_steps":
+            # A scenario drawn for another loader (one without max_steps) is bounded at the samples of one
+            # rank's shard: at least one epoch end crossed, since every step holds a sample or more.
+            sc = scenario if scenario.max_steps is not None else replace(
+                scenario, max_steps=max(1, scenario.num_samples // scenario.dp_size))
+        else:
+            sc = replace(scenario, max_steps=None)
+        per = steps_per_epoch(sc) if rule == "steps_per_epoch" and steps_per_epoch is not None else None
+        runs = [run_bounded(make, replace(sc, dp_rank=r), rule, steps_per_epoch=per, ids_of=ids_of, codec=codec)
+                for r in range(sc.dp_size)]
+        full = [r[:-1] if rule == "max_steps" else r for r in runs]   # the epochs every rank ran to the end
+        common = min(len(f) for f in full)
+        if len({tuple(f[:common]) for f in full}) > 1:
+            reached(RANKS_DIFFER)
+        if rule == "max_steps":
+            if len(runs[0]) > 1:
+                reached(BOUND_CROSSES_EPOCH)
+            for r, steps in enumerate(runs):
+                if sum(steps) != sc.max_steps:
+                    others = "; ".join(f"rank {q}: {sum(x)} ({x})" for q, x in enumerate(runs) if q != r)
+                    raise PropertyViolation(f"DP step counts: under max_steps={sc.max_steps} rank {r} yielded "
+                                            f"{sum(steps)} steps (per epoch {steps}; {others}) ({_schedule(sc)})")
+            continue
+        for epoch in range(max(len(x) for x in runs)):
+            counts = [x[epoch] if epoch < len(x) else 0 for x in runs]
+            if len(set(counts)) > 1:
+                how = "whole epochs" if rule == "epoch" else f"at most {per} steps per epoch (the trainer's loop)"
+                raise PropertyViolation(f"DP step counts: looping over {how}, epoch {epoch} ends after "
+                                        f"{', '.join(f'{c} steps on rank {r}' for r, c in enumerate(counts))}: the "
+                                        f"ranks stop at different steps ({sc.dp_size} ranks, {sc.num_samples} "
+                                        f"samples, {_schedule(sc)})")
+
+
+# ---- order='balanced': a bounded rearrangement ---------------------------------------------------
+
+def delivery_order(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
+                   codec: str | None = None) -> Transcript:
+    """The loader's fetch order, epoch by epoch: a budget of one token and a buffer of one make every
+    sample (overlong, emitted alone) a micro-batch of its own, cut in arrival order; in_order=True
+    makes arrival order the dispatch order. No checkpoints, no warm-up, one micro-batch per step."""
+    plain = replace(scenario, budget=1, buffer_size=1, micro_batches_per_step=1, warmup_steps=0, checkpoints=(),
+                    restore_at_epoch_end=False, in_order=True, reorder_buffer=0, max_steps=None)
+    return run_schedule(make, plain, ids_of=ids_of, codec=codec)
+
+
+def source_of(scenario: LoaderScenario) -> dict[int, int]:
+    """Sample id -> source row of the scenario's trace (sample id = dataset index)."""
+    trace = scenario.workload().sample(scenario.num_samples, scenario.data_seed)
+    return {int(i): int(s) for i, s in zip(trace.ids.tolist(), trace.source.tolist())}
+
+
+def check_balanced_order(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
+                         codec: str | None = None) -> None:
+    """order='balanced' rearranges each epoch of the rank's sampler order (what order='sampler'
+    delivers) without losing or adding a sample, and moves no sample more than ``lookahead``
+    places; so no window of the delivered order holds more than ``2 * lookahead`` samples of a
+    source beyond what the same window of the sampler order holds (the per-window source-share
+    drift is at most ``2 * lookahead / window``)."""
+    lookahead = scenario.lookahead
+    sampler = delivery_order(make, replace(scenario, order="sampler"), ids_of=ids_of, codec=codec)
+    balanced = delivery_order(make, replace(scenario, order="balanced"), ids_of=ids_of, codec=codec)
+    sources = source_of(scenario)
+    window = max(4, 4 * lookahead)
+    for epoch in range(scenario.epochs):
+        a, b = sampler.epoch_ids(epoch), balanced.epoch_ids(epoch)
+        if sorted(a) != sorted(b):
+            lost, extra = sorted(set(a) - set(b))[:10], sorted(set(b) - set(a))[:10]
+            raise PropertyViolation(f"balanced order: epoch {epoch} is not a rearrangement of the sampler's "
+                                    f"({len(a)} vs {len(b)} samples; missing {lost}, foreign or repeated {extra})")
+        where = {sid: i for i, sid in enumerate(a)}
+        moves = [(abs(i - where[sid]), sid, where[sid], i) for i, sid in enumerate(b)]
+        worst = max(moves, default=(0, None, 0, 0))
+        if worst[0] > 0:
+            reached(SAMPLE_MOVED)
+        if worst[0] == lookahead and lookahead > 0:
+            reached(MOVED_FULL_LOOKAHEAD)
+        if worst[0] > lookahead:
+            _, sid, was, now = worst
+            raise PropertyViolation(f"balanced order: epoch {epoch} moved sample {sid} from sampler position {was} "
+                                    f"to {now}, {worst[0]} places with lookahead={lookahead}")
+        for start in range(max(1, len(a) - window + 1)):
+            got = Counter(sources[x] for x in b[start:start + window])
+            want = Counter(sources[x] for x in a[start:start + window])
+            drift = max((abs(got[k] - want[k]) for k in set(got) | set(want)), default=0)
+            if drift > 2 * lookahead:
+                raise PropertyViolation(f"balanced order: epoch {epoch}, window {start}-{start + window - 1} holds "
+                                        f"{dict(got)} samples per source where the sampler order holds {dict(want)}: "
+                                        f"a drift of {drift} > 2 * lookahead={2 * lookahead}")
+
+
+# ---- reorder_buffer: the sampler's order, whatever the costs -----------------------------------
+
+def check_reorder_exact(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
+                        codec: str | None = None) -> None:
+    """With in_order=True and a reorder buffer, torch hands samples out as they arrive and the
+    loader puts them back: what it delivers (and resumes to) is step for step what in_order=True
+    delivers without the buffer, uninterrupted, whatever the decode costs."""
+    held = [0]
+
+    def observe(loader: Any) -> None:
+        held[0] = max(held[0], int(getattr(loader, "reorder_peak", 0) or 0))
+
+    reference = run_schedule(make, replace(scenario, reorder_buffer=0, checkpoints=(), restore_at_epoch_end=False),
+                             ids_of=ids_of, codec=codec)
+    reordered = run_schedule(make, scenario, ids_of=ids_of, codec=codec, on_loader=observe)
+    if held[0] > 0:
+        reached(HELD_FOR_ORDER)
+    for k, (a, b) in enumerate(zip(reference.steps, reordered.steps)):
+        if a != b:
+            raise PropertyViolation(f"reorder buffer: step {k} differs from in_order=True without one "
+                                    f"(reorder_buffer={scenario.reorder_buffer}, {_schedule(scenario)}): "
+                                    f"{a} vs {b}")
+    if len(reference.steps) != len(reordered.steps):
+        raise PropertyViolation(f"reorder buffer: {len(reordered.steps)} steps with reorder_buffer="
+                                f"{scenario.reorder_buffer}, {len(reference.steps)} with in_order=True alone "
+                                f"({_schedule(scenario)})")

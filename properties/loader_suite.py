@@ -7,7 +7,8 @@ and replays exactly, on the target that failed or on any other with a component 
 name (a knob that component lacks makes the replay a skip that names it, never a failure).
 
 Every example starts real worker processes over a dataset that really sleeps, so a property
-runs a fraction of the profile's examples (``Property.cost``; ci: 15, DP: 5, skew: 3).
+runs a fraction of the profile's examples (``Property.cost``; ci: 15, or 10 for the properties
+whose examples run several loaders: DP, balanced order, reorder buffer, skew 5).
 """
 
 from __future__ import annotations
@@ -18,22 +19,30 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
+from . import loader_machine
 from . import loader_props as L
 from .errors import Unsupported
 from .registry import prop
 from .scenarios import (
+    LoaderProgram,
     LoaderScenario,
     SkewScenario,
+    decode_loader_program,
     decode_loader_scenario,
     decode_skew_scenario,
+    encode_loader_program,
     encode_loader_scenario,
     encode_skew_scenario,
 )
-from .skew_props import check_in_order_skew
+from .skew_props import SKEW_DISPLACED, check_in_order_skew
 from .strategies import loader_scenarios, skew_scenarios
 from .targets.base import LoaderComponent
 
 LOADER = frozenset({"loader"})
+#: The state machine's runs (``loader_machine``) cost this many packer examples each: ci runs 60 // 4 = 15
+#: sequences of 25 rules per loader component (enough to catch the planted ledger bug at every seed
+#: tried: tests/test_loader_stateful.py).
+STATEFUL_COST = 4
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -102,16 +111,35 @@ def _dp(component: Any) -> str | None:
     return None
 
 
-def loader_prop(name: str, *, doc: str, examples: Callable[[LoaderComponent], st.SearchStrategy],
+def _balanced(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if "balanced" not in component.orders or component.max_workers < 1:
+        return component.knob_notes.get("order", "the component has no order='balanced' (orders: "
+                                                 f"{', '.join(component.orders)})")
+    return None
+
+
+def _reorder(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if not component.reorder_buffer or True not in component.in_order or component.max_workers < 2:
+        return component.knob_notes.get("reorder_buffer", "the component has no reorder buffer (reorder_buffer > 0 "
+                                                          "with in_order=True and two workers or more)")
+    return None
+
+
+def loader_prop(name: str, *, doc: str, examples: Callable[[LoaderComponent], st.SearchStrategy], interesting: str,
                 not_for: Callable[[Any], str | None] = _loader, cost: int = 4):
-    """``@prop`` for a loader property whose examples are ``LoaderScenario``s."""
+    """``@prop`` for a loader property whose examples are ``LoaderScenario``s; ``interesting`` is the
+    ``loader_props`` label of the state it is about."""
     return prop(name, kinds=LOADER, doc=doc, examples=examples, encode=encode_loader_scenario,
-                decode=decode_loader_scenario, not_for=not_for, cost=cost)
+                decode=decode_loader_scenario, not_for=not_for, cost=cost, interesting=interesting)
 
 
 # ---- the properties: (component, example) -> None, raising PropertyViolation -----------------
 
-@loader_prop("loader_resume", examples=loader_scenarios,
+@loader_prop("loader_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH,
              doc="resuming reproduces the uninterrupted stream step for step where the loader promises order "
                  "(in_order=True), and delivers each sample exactly once otherwise")
 def loader_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
@@ -124,7 +152,7 @@ def loader_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
         L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
 
 
-@loader_prop("exactly_once", examples=loader_scenarios,
+@loader_prop("exactly_once", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH,
              doc="every epoch delivers each sample exactly once, over checkpoint schedules (restores into a fresh "
                  "loader at step 0, mid-epoch, at epoch ends)")
 def exactly_once(component: LoaderComponent, sc: LoaderScenario) -> None:
@@ -132,8 +160,8 @@ def exactly_once(component: LoaderComponent, sc: LoaderScenario) -> None:
     L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
 
 
-@loader_prop("epoch_reshuffle", not_for=_epochs,
-             examples=lambda c: loader_scenarios(c, in_order=True, min_workers=1, checkpoints=False),
+@loader_prop("epoch_reshuffle", not_for=_epochs, interesting=L.MULTI_WORKER,
+             examples=lambda c: loader_scenarios(c, in_order=True, min_workers=1, checkpoints=False, many_workers=True),
              doc="epoch e's order is the same with persistent and non-persistent workers and after a fresh "
                  "set_epoch(e); consecutive epochs differ")
 def epoch_reshuffle(component: LoaderComponent, sc: LoaderScenario) -> None:
@@ -142,15 +170,54 @@ def epoch_reshuffle(component: LoaderComponent, sc: LoaderScenario) -> None:
     L.check_epoch_reshuffle(component.make_loader, sc, **_kw(component))
 
 
-@loader_prop("dp_shards", not_for=_dp, cost=12, examples=lambda c: loader_scenarios(c, checkpoints=False, dp=True),
+@loader_prop("dp_shards", not_for=_dp, cost=6, interesting=L.UNEVEN_SHARDS,
+             examples=lambda c: loader_scenarios(c, checkpoints=False, dp=True),
              doc="DP ranks read disjoint shards whose union is the dataset, every epoch")
 def dp_shards(component: LoaderComponent, sc: LoaderScenario) -> None:
     _supported(component, sc)
     L.check_dp_shards(component.make_loader, sc, **_kw(component))
 
 
-@prop("in_order_skew", kinds=LOADER, not_for=_skew, cost=20, encode=encode_skew_scenario,
-      decode=decode_skew_scenario,
+@loader_prop("dp_step_counts", not_for=_dp, cost=6, interesting=L.RANKS_DIFFER,
+             examples=lambda c: loader_scenarios(c, dp=True, bounded="max_steps" in c.stopping, max_checkpoints=2),
+             doc="DP ranks (built with their dp_rank, in one process) stop at the same step under every stopping rule "
+                 "the loader offers: with max_steps each yields exactly max_steps steps, over epochs and restores")
+def dp_step_counts(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc if "max_steps" in component.stopping else replace(sc, max_steps=None))
+    L.check_dp_step_counts(component.make_loader, sc, component.stopping, steps_per_epoch=component.steps_per_epoch,
+                           **_kw(component))
+
+
+@loader_prop("balanced_order", not_for=_balanced, cost=6, interesting=L.MOVED_FULL_LOOKAHEAD,
+             examples=lambda c: loader_scenarios(c, order="balanced", in_order=True, checkpoints=False),
+             doc="order='balanced' delivers each epoch as a rearrangement of the sampler order in which no sample "
+                 "moves more than lookahead places (so no window's source mix drifts by more than 2 x lookahead)")
+def balanced_order(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_balanced_order(component.make_loader, sc, **_kw(component))
+
+
+@loader_prop("reorder_exact", not_for=_reorder, cost=6, interesting=L.HELD_FOR_ORDER,
+             examples=lambda c: loader_scenarios(c, reorder=True),
+             doc="in_order=True with a reorder buffer delivers, and resumes to, exactly what in_order=True without "
+                 "one delivers, whatever the decode costs")
+def reorder_exact(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    L.check_reorder_exact(component.make_loader, sc, ids_of=component.signature or _ids_of(component),
+                          codec=component.state_codec)
+
+
+@prop("loader_stateful", kinds=LOADER, not_for=_loader, cost=STATEFUL_COST, machine=loader_machine.machine_for,
+      encode=encode_loader_program, decode=decode_loader_program, interesting=L.RESTORE_MID_EPOCH,
+      doc="any sequence of steps, checkpoint-and-restore into a fresh loader, dropped iterators and epoch changes "
+          "(a Hypothesis state machine) delivers what the uninterrupted run does: step for step in order, each "
+          "sample once per epoch otherwise")
+def loader_stateful(component: LoaderComponent, program: LoaderProgram) -> None:
+    loader_machine.replay(component, program)
+
+
+@prop("in_order_skew", kinds=LOADER, not_for=_skew, cost=12, encode=encode_skew_scenario,
+      decode=decode_skew_scenario, interesting=SKEW_DISPLACED,
       examples=lambda c: skew_scenarios(in_order=None if len(c.in_order) == 2 else c.in_order[0]),
       doc="in_order=True delivers sampler order whatever the costs; with in_order=False the measured skew "
           "agrees with the simulator's prediction for the same trace")

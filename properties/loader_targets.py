@@ -15,6 +15,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from dynbsz.config import PackerConfig
+from dynbsz.costs import CostModel, TraceMeta, exact_cost
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
 from dynbsz.loader import build_loader
@@ -41,9 +42,25 @@ def loader_config(sc: LoaderScenario, **over: Any) -> LoaderConfig:
     kw = dict(num_workers=sc.num_workers, prefetch_factor=sc.prefetch_factor if sc.num_workers else None,
               persistent_workers=sc.persistent_workers and sc.num_workers > 0, in_order=sc.in_order,
               seed=sc.shuffle_seed, dp_rank=sc.dp_rank, dp_size=sc.dp_size, runtime=sc.runtime,
-              fetch_batch_size=sc.fetch_batch_size if sc.runtime == "main" else 1)
+              fetch_batch_size=sc.fetch_batch_size if sc.runtime == "main" else 1, order=sc.order,
+              lookahead=sc.lookahead, reorder_buffer=sc.reorder_buffer, max_steps=sc.max_steps,
+              start_method=sc.start_method)
+    if sc.order == "balanced" and sc.cost_estimates == "fitted":
+        kw["cost_model"] = CostModel.fit(trace_of(sc))
     kw.update(over)
     return LoaderConfig(**kw)
+
+
+def cost_source(sc: LoaderScenario) -> dict[str, Any]:
+    """What ``build_loader`` takes to estimate decode costs for ``order='balanced'``: the trace's
+    metadata, with its true costs and ``exact_cost`` ('exact') or without them, for the fitted cost
+    model ``loader_config`` puts in the config ('fitted'). Nothing for the sampler order."""
+    if sc.order != "balanced":
+        return {}
+    trace = trace_of(sc)
+    if sc.cost_estimates == "fitted":
+        return {"meta_fn": TraceMeta(trace)}
+    return {"meta_fn": TraceMeta(trace, cost_s=trace.cost_s), "cost_fn": exact_cost}
 
 
 def packer_config(sc: LoaderScenario) -> PackerConfig:
@@ -54,7 +71,8 @@ def packer_config(sc: LoaderScenario) -> PackerConfig:
 def dynbsz_loader(sc: LoaderScenario):
     """dynbsz's production loader on the scenario's synthetic dataset (real sleeps)."""
     packer = packer_config(sc)
-    return build_loader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size), loader_config(sc))
+    return build_loader(TraceMapDataset(trace_of(sc)), packer, FixedGate(sc.buffer_size), loader_config(sc),
+                        **cost_source(sc))
 
 
 def step_signature(step) -> tuple:

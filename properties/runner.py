@@ -251,7 +251,7 @@ def _run_machine(target: Target, prop: Property, component: Component, rs: RunSe
     machine.observe = lambda labels: (state.__setitem__("n", state["n"] + 1), tally.add(labels))
     machine.on_violation = lambda program, message: state.update(failing=program, message=message)
     settings_ = _settings(rs, prop)
-    settings_ = settings(settings_, stateful_step_count=getattr(machine, "steps", settings_.stateful_step_count))
+    settings_ = settings(settings_, stateful_step_count=getattr(machine, "step_count", settings_.stateful_step_count))
     seed(rs.seed)(machine)
     test = get_state_machine_test(machine, settings=settings_)
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (

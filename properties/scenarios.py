@@ -8,6 +8,8 @@ and replays exactly, on the target that failed or on any other with the same com
   gate properties, ``properties.packer_suite``).
 * ``LoaderScenario``: everything a loader target needs to build one loader, plus the checkpoint
   schedule (the loader properties, ``properties.loader_suite``).
+* ``LoaderProgram``: a scenario and a sequence of operations on its loader (steps, restores,
+  dropped iterators, epoch changes): the loader state machine's runs (``properties.loader_machine``).
 * ``SkewScenario``: one epoch of fast-text/slow-video samples for the in_order skew property
   (``properties.skew_props``).
 
@@ -27,6 +29,7 @@ from dynbsz.workload import SourceSpec, Workload
 PACKER_FORMAT = "properties.packer_example/1"
 LOADER_FORMAT = "properties.loader_scenario/1"
 SKEW_FORMAT = "properties.skew_scenario/1"
+PROGRAM_FORMAT = "properties.loader_program/1"
 
 
 # ---- packers ---------------------------------------------------------------------------------
@@ -92,6 +95,18 @@ class LoaderScenario:
     fast_s: float = 0.0005
     slow_s: float = 0.004
     video_share: float = 0.2
+    #: the epoch order: 'sampler', or 'balanced' (a rearrangement in which no sample moves more than
+    #: ``lookahead`` places, on decode-cost estimates: the trace's own costs ('exact') or a cost
+    #: model fitted on the trace ('fitted'))
+    order: str = "sampler"
+    lookahead: int = 4
+    cost_estimates: str = "exact"
+    #: with in_order=True: samples that may wait to be put back in sampler order (0: torch keeps it)
+    reorder_buffer: int = 0
+    #: stop after this many steps in total, over epochs (the stopping rule of a bounded run)
+    max_steps: int | None = None
+    #: the workers' multiprocessing start method (None: the platform's default)
+    start_method: str | None = None
 
     def workload(self) -> Workload:
         return Workload((SourceSpec("text", 1 - self.video_share, median_tokens=self.budget / 6, sigma=0.6,
@@ -118,6 +133,38 @@ def decode_loader_scenario(d: dict) -> LoaderScenario:
     if d.get("format") != LOADER_FORMAT:
         raise ValueError(f"not a loader example (format {d.get('format')!r}, expected {LOADER_FORMAT!r})")
     return LoaderScenario.from_json(d["scenario"])
+
+
+# ---- loader programs (the stateful property) --------------------------------------------------
+
+#: What a loader program may do: take a step, checkpoint and restore into a fresh loader, drop the
+#: iterator (and close the loader) and iterate again, move to the next epoch after one ran out.
+PROGRAM_OPS = ("step", "restore", "drop", "next_epoch")
+
+
+@dataclass(frozen=True)
+class LoaderProgram:
+    """A run of the loader state machine (``properties.loader_machine``) as data: the loader's
+    scenario (``checkpoints`` unused: the restores are operations; ``restore_at_epoch_end`` set, to
+    say the loader is checkpointed) and the operations, in order."""
+
+    scenario: LoaderScenario
+    ops: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [op for op in self.ops if op not in PROGRAM_OPS]
+        if bad:
+            raise ValueError(f"unknown loader program operation {bad[0]!r}; allowed values: {', '.join(PROGRAM_OPS)}")
+
+
+def encode_loader_program(p: LoaderProgram) -> dict:
+    return {"format": PROGRAM_FORMAT, "scenario": p.scenario.to_json(), "ops": list(p.ops)}
+
+
+def decode_loader_program(d: dict) -> LoaderProgram:
+    if d.get("format") != PROGRAM_FORMAT:
+        raise ValueError(f"not a loader program (format {d.get('format')!r}, expected {PROGRAM_FORMAT!r})")
+    return LoaderProgram(LoaderScenario.from_json(d["scenario"]), tuple(d["ops"]))
 
 
 # ---- in_order skew ---------------------------------------------------------------------------

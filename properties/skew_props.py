@@ -22,8 +22,11 @@ from simulator import metrics
 from simulator.config import LoaderModelConfig as ModelConfig
 from simulator.loader_model import simulate
 
+from .coverage import reached
 from .errors import PropertyViolation
 from .scenarios import SkewScenario
+
+SKEW_DISPLACED = "samples displaced by out-of-order delivery"
 
 #: Fast text, slow video: the mix in_order=False is meant for, slow enough that scheduling
 #: jitter (a few ms on a loaded 2-core machine) is small against the cost gaps.
@@ -98,6 +101,8 @@ def check_in_order_skew(run_real: RealRunner, sc: SkewScenario, *, task_overhead
         raise PropertyViolation(f"in_order skew: the loader did not deliver the epoch exactly once (lost {lost}, "
                                 f"repeated {dup}, {len(ids)} delivered of {len(row_of)})")
     real = measure(trace, np.array([row_of[int(i)] for i in ids]), sc.window)
+    if real.max_displacement > 0:
+        reached(SKEW_DISPLACED)
     if sc.in_order:
         if real.max_displacement != 0:
             raise PropertyViolation(f"in_order skew: in_order=True moved samples off sampler order "

@@ -131,21 +131,40 @@ def restore_points(stream_length: int, *, min_size: int = 1, max_size: int = 4,
 
 # ---- loaders ---------------------------------------------------------------------------------
 
+#: Reorder-buffer sizes drawn when a component has the knob: off half the time (torch keeps the
+#: order), else a buffer small enough to fill (1, 2) or one that rarely does (4).
+REORDER_BUFFERS = (0, 0, 1, 2, 4)
+
+
 @st.composite
 def loader_scenarios(draw, component, *, in_order: bool | None = None, min_workers: int = 0,
-                     checkpoints: bool = True, dp: bool = False, max_checkpoints: int = 4):
+                     checkpoints: bool = True, dp: bool = False, max_checkpoints: int = 4,
+                     order: str | None = None, reorder: bool | None = None, bounded: bool = False,
+                     many_workers: bool = False):
     """A ``LoaderScenario`` the loader ``component`` supports (its knobs: runtime, workers, in_order,
-    persistence, fetch batch, micro-batches per step, warm-up, DP).
+    persistence, fetch batch, micro-batches per step, warm-up, DP, epoch order, reorder buffer).
 
     Datasets are small (12-40 samples, each a real sleep in the dataset) and epochs two, so an
     example costs a few tenths of a second with worker processes. A checkpoint schedule holds two
-    to ``max_checkpoints`` restores at global step counts, step 0 in about half the schedules, and
-    a restore at every epoch end in about half (the property that needs exact boundaries adds
-    the step counts where epochs end itself: it knows them from its uninterrupted run). Slow
-    samples cost 4 or 20 ms against 0.5 ms for fast ones; in_order=False scenarios get two
-    workers or more and 20 ms, so deliveries are out of order at most checkpoints, which is
-    where count-based resumes go wrong.
+    to ``max_checkpoints`` restores at global step counts, most of them within the run's first
+    epoch-and-a-bit (a dataset of n samples packs into about n/3 steps an epoch), so nearly every
+    schedule restores mid-epoch; step 0 in about half the schedules, and a restore at every epoch
+    end in about half (the property that needs exact boundaries adds the step counts where epochs
+    end itself: it knows them from its uninterrupted run). Slow samples cost 4 or 20 ms against
+    0.5 ms for fast ones; in_order=False scenarios get two workers or more and 20 ms, so
+    deliveries are out of order at most checkpoints, which is where count-based resumes go wrong.
+
+    With workers, a component with ``order='balanced'`` draws it half the time (lookahead 1-6, on
+    exact or fitted cost estimates), and one with a reorder buffer draws one with in_order=True
+    (``REORDER_BUFFERS``); ``order`` and ``reorder`` force them (``reorder=True``: a buffer of 1-4
+    with two workers or more and 20 ms slow samples, so arrivals really are out of order).
+    ``many_workers`` draws two workers or more in most examples. ``bounded`` draws ``max_steps`` (1-16, mostly 6 or more: a rank's epoch here is 2-7 steps).
     """
+    if reorder:
+        in_order = True
+        min_workers = max(min_workers, 2)
+    if order == "balanced":
+        min_workers = max(min_workers, 1)
     in_order = draw(st.sampled_from(component.in_order)) if in_order is None else in_order
     lowest = min(min_workers, component.max_workers)
     if not in_order:
@@ -153,16 +172,28 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
         # slow sample outstanding at a checkpoint to show what the checkpoint does with samples
         # delivered ahead of it: 20 ms against 0.5 ms gives tens of fast ones in that window.
         lowest = max(lowest, min(2, component.max_workers))
-    workers = draw(st.integers(lowest, component.max_workers))
-    slow_s = 0.02 if not in_order else draw(st.sampled_from([0.004, 0.02]))
+    counts = list(range(lowest, component.max_workers + 1))
+    if many_workers:   # two or more workers in most examples: replicas that can disagree
+        workers = draw(st.sampled_from(counts + [w for w in counts if w >= 2]))
+    else:
+        workers = draw(st.integers(lowest, component.max_workers))
+    slow_s = 0.02 if not in_order or reorder else draw(st.sampled_from([0.004, 0.02]))
     n = draw(st.integers(12, 40))
     dp_size = draw(st.integers(2, 3)) if dp else 1
     points: tuple[int, ...] = ()
     at_epoch_end = False
     if checkpoints:
-        drawn = draw(st.lists(st.integers(1, 2 * n // 3), min_size=2, max_size=max_checkpoints))
+        within = st.integers(1, max(2, n // 3))
+        drawn = draw(st.lists(within | within | st.integers(1, 2 * n // 3), min_size=2, max_size=max_checkpoints))
         points = tuple(sorted(drawn + ([0] if draw(st.booleans()) else [])))
         at_epoch_end = draw(st.booleans())
+    if workers and order is None:
+        order = draw(st.sampled_from(component.orders))
+    order = order or "sampler"
+    balanced = order == "balanced"
+    reorder_buffer = 0
+    if component.reorder_buffer and in_order and workers:
+        reorder_buffer = draw(st.sampled_from([1, 2, 4] if reorder else REORDER_BUFFERS)) if reorder is not False else 0
     return LoaderScenario(
         num_samples=n, data_seed=draw(st.integers(0, 2**16)), shuffle_seed=draw(st.integers(0, 2**16)),
         num_workers=workers, prefetch_factor=draw(st.integers(1, 3)) if workers else None,
@@ -172,7 +203,12 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
         budget=draw(st.sampled_from([128, 512, 2048])), buffer_size=draw(st.integers(1, 6)),
         micro_batches_per_step=draw(st.sampled_from(component.micro_batches_per_step)),
         warmup_steps=draw(st.integers(0, 4)) if component.warmup else 0, epochs=2, dp_size=dp_size,
-        checkpoints=points, restore_at_epoch_end=at_epoch_end, slow_s=slow_s)
+        checkpoints=points, restore_at_epoch_end=at_epoch_end, slow_s=slow_s, order=order,
+        lookahead=draw(st.integers(1, 6)) if balanced else LoaderScenario.lookahead,
+        cost_estimates=draw(st.sampled_from(["exact", "fitted"])) if balanced else "exact",
+        reorder_buffer=reorder_buffer,
+        # a rank's epoch is 2-7 steps here: mostly bounds that cross one or two epoch ends
+        max_steps=draw(st.integers(6, 16) | st.integers(1, 16)) if bounded else None)
 
 
 @st.composite
@@ -180,4 +216,5 @@ def skew_scenarios(draw, *, in_order: bool | None = None):
     """One epoch of 160 fast-text/slow-video samples (``skew_props.SKEW_WORKLOAD``), batch 1."""
     return SkewScenario(data_seed=draw(st.integers(0, 63)), shuffle_seed=draw(st.integers(0, 63)),
                         num_workers=draw(st.sampled_from([2, 3])),
-                        in_order=draw(st.booleans()) if in_order is None else in_order)
+                        # out of order two times in three: where the skew is, and what the model predicts
+                        in_order=draw(st.sampled_from([False, True, False])) if in_order is None else in_order)

@@ -35,7 +35,8 @@ from properties.scenarios import (
 from properties.strategies import loader_scenarios, skew_scenarios
 from properties.targets import LoaderComponent, TargetError, resolve
 
-LOADER_PROPERTIES = ("loader_resume", "exactly_once", "epoch_reshuffle", "dp_shards", "in_order_skew")
+LOADER_PROPERTIES = ("loader_resume", "exactly_once", "epoch_reshuffle", "dp_shards", "dp_step_counts",
+                     "balanced_order", "reorder_exact", "loader_stateful", "in_order_skew")
 CORPUS = Path(__file__).parent / "regressions"
 DYNBSZ = resolve("dynbsz")
 TORCHDATA = resolve("torchdata")
@@ -56,8 +57,10 @@ def test_loader_properties_are_registered_with_a_cost():
     assert props["resume"].kinds == {"packer", "gate"} and props["loader_resume"].kinds == {"loader"}
     assert props["loader_resume"].examples_for(60) == 15
     assert props["resume"].examples_for(60) == 60
-    assert props["dp_shards"].examples_for(60) == 5 and props["in_order_skew"].examples_for(60) == 3
+    assert props["dp_shards"].examples_for(60) == 10 and props["in_order_skew"].examples_for(60) == 5
+    assert props["loader_stateful"].examples_for(60) == 15 and props["loader_stateful"].machine is not None
     assert props["exactly_once"].examples_for(20) == 5
+    assert all(props[name].interesting for name in LOADER_PROPERTIES)
 
 
 def test_the_plugin_run_on_dynbsz_covers_every_loader_property_on_both_runtimes():
@@ -65,6 +68,11 @@ def test_the_plugin_run_on_dynbsz_covers_every_loader_property_on_both_runtimes(
     assert pairs == {(p, c) for p in LOADER_PROPERTIES for c in ("loader:main", "loader:worker")}
     # the one pair dynbsz declares it does not promise, with the reason
     assert "micro-batches" in DYNBSZ.component("loader:worker").skip["in_order_skew"]
+    # and the two knobs the worker runtime does not have (ConfigError there), each a skip naming it
+    worker = DYNBSZ.component("loader:worker")
+    for name in ("balanced_order", "reorder_exact"):
+        assert "runtime='worker'" in suite.get(name).skip_reason(worker)
+        assert suite.get(name).skip_reason(DYNBSZ.component("loader:main")) is None
 
 
 def test_each_resume_reads_its_own_example_format():
@@ -310,3 +318,46 @@ def test_a_flaky_failure_is_reported_with_its_seed_and_kept_out_of_the_corpus(ca
     assert code == 1 and row["status"] == "fail" and row["flaky"] and row["message"].startswith("flaky:")
     assert row["file"] is None and row["replay"].startswith("python -m properties check --target flakyloader:target")
     assert not (tmp_path / "corpus").exists()  # a flaky example would make the regression corpus flaky
+
+
+# ---- order='balanced' and reorder_buffer hold every property ------------------------------------
+
+BALANCED = LoaderScenario(num_samples=18, data_seed=5, shuffle_seed=5, num_workers=2, prefetch_factor=2,
+                          persistent_workers=True, order="balanced", lookahead=3, budget=512, buffer_size=2,
+                          checkpoints=(0, 2, 5), restore_at_epoch_end=True, slow_s=0.02)
+
+
+@pytest.mark.parametrize("knobs", [
+    {},                                                    # balanced, exact cost estimates
+    {"cost_estimates": "fitted", "fetch_batch_size": 2},   # balanced, a fitted cost model
+    {"order": "sampler", "reorder_buffer": 2},             # the sampler's order behind a reorder buffer
+    {"reorder_buffer": 1, "micro_batches_per_step": 2},    # both
+], ids=["balanced", "balanced-fitted", "reorder", "balanced-reorder"])
+def test_balanced_order_and_reorder_buffer_hold_every_loader_property(knobs):
+    sc = replace(BALANCED, **knobs)
+    for name in ("loader_resume", "exactly_once", "epoch_reshuffle", "reorder_exact", "balanced_order"):
+        if name == "reorder_exact" and not sc.reorder_buffer or name == "balanced_order" and sc.order != "balanced":
+            continue
+        result = replay_example(DYNBSZ, suite.get(name), "loader:main", scenario_json(sc))
+        assert result.status == "pass", f"{name}: {result.message}"
+    ranks = replace(sc, dp_size=2, checkpoints=(1,), max_steps=7)
+    for name in ("dp_shards", "dp_step_counts"):
+        result = replay_example(DYNBSZ, suite.get(name), "loader:main", scenario_json(ranks))
+        assert result.status == "pass", f"{name}: {result.message}"
+
+
+def test_balanced_epochs_reach_persistent_spawned_workers():
+    # The balanced order is computed in the main process and shipped as keys: spawned workers (which
+    # import everything afresh) deliver the same epochs as forked ones, persistent or not.
+    sc = replace(BALANCED, num_samples=12, checkpoints=(), restore_at_epoch_end=False, start_method="spawn")
+    result = replay_example(DYNBSZ, suite.get("epoch_reshuffle"), "loader:main", scenario_json(sc))
+    assert result.status == "pass", result.message
+
+
+def test_a_knob_the_loader_lacks_is_a_skip_naming_it():
+    for knobs, says in [({"order": "balanced"}, "order='balanced' is not supported by loader:main"),
+                        ({"reorder_buffer": 2}, "reorder_buffer=2 is not supported by loader:main"),
+                        ({"max_steps": 4}, "max_steps=4 is not supported by loader:main")]:
+        sc = LoaderScenario(num_samples=12, num_workers=1, prefetch_factor=1, checkpoints=(1,), **knobs)
+        result = replay_example(TORCHDATA, suite.get("exactly_once"), "loader:main", scenario_json(sc))
+        assert result.status == "skip" and says in result.message, result.message

@@ -78,6 +78,8 @@ class PackerComponent(Component):
 MakeLoader = Callable[[Any], Any]          # LoaderScenario -> loader
 RUNTIMES = ("main", "worker")
 STATE_CODECS = ("json", "pickle")
+ORDERS = ("sampler", "balanced")
+STOPPING_RULES = ("max_steps", "epoch", "steps_per_epoch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +109,24 @@ class LoaderComponent(Component):
     max_workers, in_order, persistent, fetch_batch_sizes, micro_batches_per_step
     warmup                  batch-size warm-up (warmup_steps > 0) is supported
     dp                      DP ranks (dp_size > 1, this rank's dp_rank) are supported
+    orders                  epoch orders: 'sampler', and 'balanced' (with workers; the scenario's
+                            ``lookahead`` bounds how far a sample may move)
+    reorder_buffer          ``reorder_buffer > 0`` (with in_order=True and workers) is supported
+    start_methods           the workers' start methods a scenario may name (None: the default)
     knob_notes              {knob: why it is restricted}, quoted in skip messages
+
+    How a run is bounded (the dp_step_counts property: ranks must stop at the same step):
+
+    stopping                the stopping rules the loader offers, any of: 'max_steps' (it takes the
+                            scenario's ``max_steps`` and yields exactly that many steps in total,
+                            over epochs: the loop ``while steps < max_steps: for step in loader``),
+                            'epoch' (a trainer loops over whole epochs), 'steps_per_epoch' (the
+                            trainer runs at most ``steps_per_epoch(scenario)`` steps per epoch and
+                            ends the epoch early when the loader runs out)
+    steps_per_epoch(sc)     the trainer's per-epoch step count, for 'steps_per_epoch'
+    resumes_dropped_iterator
+                            dropping the iterator mid-epoch (and closing the loader) and iterating
+                            again continues the epoch with nothing lost or repeated
     """
 
     kind: str = "loader"
@@ -126,7 +145,13 @@ class LoaderComponent(Component):
     micro_batches_per_step: tuple[int, ...] = (1, 2)
     warmup: bool = True
     dp: bool = True
+    orders: tuple[str, ...] = ("sampler",)
+    reorder_buffer: bool = False
+    start_methods: tuple[str | None, ...] = (None,)
     knob_notes: Mapping[str, str] = field(default_factory=dict)
+    stopping: tuple[str, ...] = ("max_steps",)
+    steps_per_epoch: Callable[[Any], int] | None = None
+    resumes_dropped_iterator: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -140,9 +165,17 @@ class LoaderComponent(Component):
         if self.state_codec not in STATE_CODECS:
             raise TargetError(f"LoaderComponent {self.name!r} has state_codec={self.state_codec!r}; allowed values: "
                               f"{', '.join(STATE_CODECS)}")
-        for knob in ("in_order", "persistent", "fetch_batch_sizes", "micro_batches_per_step"):
+        for knob in ("in_order", "persistent", "fetch_batch_sizes", "micro_batches_per_step", "orders",
+                     "start_methods"):
             if not getattr(self, knob):
                 raise TargetError(f"LoaderComponent {self.name!r}: {knob} must allow at least one value")
+        bad = [o for o in self.orders if o not in ORDERS] + [r for r in self.stopping if r not in STOPPING_RULES]
+        if bad:
+            raise TargetError(f"LoaderComponent {self.name!r}: unknown order or stopping rule {bad[0]!r}; allowed "
+                              f"values: orders {', '.join(ORDERS)}; stopping {', '.join(STOPPING_RULES)}")
+        if "steps_per_epoch" in self.stopping and not callable(self.steps_per_epoch):
+            raise TargetError(f"LoaderComponent {self.name!r}: stopping rule 'steps_per_epoch' needs "
+                              "steps_per_epoch=(scenario -> int)")
 
     def unsupported(self, sc: Any) -> str | None:
         """Why this component cannot run scenario ``sc`` (None: it can). Names the setting."""
@@ -166,6 +199,14 @@ class LoaderComponent(Component):
             return why("warmup_steps", sc.warmup_steps, "0")
         if sc.dp_size > 1 and not self.dp:
             return why("dp_size", sc.dp_size, "1")
+        if sc.order not in self.orders:
+            return why("order", sc.order, str(self.orders))
+        if sc.reorder_buffer and not self.reorder_buffer:
+            return why("reorder_buffer", sc.reorder_buffer, "0")
+        if sc.start_method not in self.start_methods:
+            return why("start_method", sc.start_method, str(self.start_methods))
+        if sc.max_steps is not None and "max_steps" not in self.stopping:
+            return why("max_steps", sc.max_steps, "None")
         return None
 
 

@@ -102,15 +102,23 @@ def dynbsz_loader_component(runtime: str, make_loader=None) -> LoaderComponent:
     from ..skew_props import dynbsz_skew_runner
 
     make_loader = make_loader or dynbsz_loader
+    # Both runtimes: bounded by max_steps (max_tokens needs a process group: tests/test_loader_distributed.py
+    # runs it on two gloo ranks), an iterator dropped mid-epoch continues, fork or spawn workers.
+    common = dict(make_loader=make_loader, signature=step_signature, stopping=("max_steps",),
+                  resumes_dropped_iterator=True, start_methods=(None, "fork", "spawn"))
     if runtime == "main":
-        return LoaderComponent(name="loader:main", runtime="main", make_loader=make_loader, signature=step_signature,
-                               skew_runner=dynbsz_skew_runner)
-    return LoaderComponent(name="loader:worker", runtime="worker", make_loader=make_loader, signature=step_signature,
-                           fetch_batch_sizes=(1,), warmup=False, skip={"in_order_skew": WORKER_SKEW},
+        return LoaderComponent(name="loader:main", runtime="main", skew_runner=dynbsz_skew_runner,
+                               orders=("sampler", "balanced"), reorder_buffer=True, **common)
+    return LoaderComponent(name="loader:worker", runtime="worker", fetch_batch_sizes=(1,), warmup=False,
+                           skip={"in_order_skew": WORKER_SKEW},
                            knob_notes={"warmup_steps": "warm-up needs the global step, which a worker packing ahead "
                                                        "of the trainer does not know (ConfigError)",
-                                       "fetch_batch_size": "a worker hands over micro-batches (ConfigError)"})
+                                       "fetch_batch_size": "a worker hands over micro-batches (ConfigError)",
+                                       "order": WORKER_ORDER, "reorder_buffer": WORKER_ORDER}, **common)
 
+
+WORKER_ORDER = ("runtime='worker' packs inside each worker's own stream: there is no dispatch order to balance or "
+                "to restore (order='balanced' and reorder_buffer are runtime='main' knobs, ConfigError otherwise)")
 
 LOADER_RUNTIMES = ("main", "worker")
 
@@ -144,14 +152,16 @@ def torchdata_target() -> Target:
       lost and others repeated (docs/internals/torch-dataloader-semantics.md 4.6). It depends on
       timing; the slow samples the loader suite draws out of order make it likely.
 
-    It passes ``in_order_skew`` (it is the behaviour the simulator models). No packing: budget,
-    buffer, warm-up and micro-batches per step are not its knobs.
+    It passes ``in_order_skew`` (it is the behaviour the simulator models), and ``dp_step_counts``
+    under the stopping rule it offers, whole epochs: the padded sampler gives every rank the same
+    number of batches (at the price ``dp_shards`` counts). No packing: budget, buffer, warm-up and
+    micro-batches per step are not its knobs.
     """
     from ..loader_targets import torchdata_loader, torchdata_skew_runner
 
     component = LoaderComponent(
         name="loader:main", runtime="main", make_loader=torchdata_loader, state_codec="pickle",
-        skew_runner=torchdata_skew_runner, micro_batches_per_step=(1,), warmup=False,
+        skew_runner=torchdata_skew_runner, micro_batches_per_step=(1,), warmup=False, stopping=("epoch",),
         knob_notes={"micro_batches_per_step": "a plain loader hands out one fetched batch per step",
                     "warmup_steps": "a plain loader does not pack, so it has no batch-size warm-up"})
     return Target(name="torchdata", description="a plain torchdata StatefulDataLoader as most projects use it "
