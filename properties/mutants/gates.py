@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dynbsz.gates import FixedGate, TokenAwareGate, covers_budget
+from dynbsz.gates import FixedGate, TokenAwareGate, WarmupRampGate, covers_budget
 
 from ..registry import mutant
 
@@ -60,3 +60,33 @@ class PoolCapAsCapacity(TokenAwareGate):
         if view.num_samples >= self.pool_cap:
             return True
         return super().ready(view)
+
+
+@mutant("margin-floored", component="gate", replaces="token_aware")
+@dataclass(frozen=True)
+class MarginFloored(TokenAwareGate):
+    """token_aware's target int((1 + margin) * budget), truncated where the documented rule rounds up:
+    a budget whose margin is not a whole number of tokens opens one token early."""
+
+    def ready(self, view) -> bool:
+        if not covers_budget(view):
+            return False
+        if view.num_samples >= self.pool_cap or view.tokens >= int((1.0 + self.margin) * view.budget):
+            return True
+        cap = view.physical_cap
+        return cap is not None and view.physical_tokens >= math.ceil((1.0 + self.margin) * cap)
+
+
+@mutant("ramp-starts-late", component="gate", replaces="warmup_ramp")
+@dataclass(frozen=True)
+class RampStartsLate(WarmupRampGate):
+    """The warm-up-scoped gate's ramp counts its steps from 0 where the rule counts from 1: the minimum
+    rises a step late, and the first step of the ramp still opens on the starting minimum."""
+
+    def minimum(self, step: int) -> int:
+        if step < self.hold_steps:
+            return self.start
+        k = step - self.hold_steps
+        if k >= self.ramp_steps:
+            return self.full
+        return math.ceil(self.start + (self.full - self.start) * k / (self.ramp_steps + 1))

@@ -7,21 +7,29 @@ kills it replays on dynbsz under the same component name.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
 from dynbsz.loader import DynamicBatchLoader
+from dynbsz.order import balanced_order, epoch_order, loader_order, rank_order
+from dynbsz.packing import pack
+from dynbsz.sequencer import Sequencer
 from dynbsz.worker_runtime import PackingStream, WorkerRuntimeLoader
 
-from ..loader_targets import loader_config, packer_config, trace_of
+from ..loader_targets import cost_source, loader_config, packer_config, trace_of
 from ..registry import mutant
 from ..scenarios import LoaderScenario
 
 
 def _build(cls: type, sc: LoaderScenario):
     """The mutant class on the scenario's dataset, built exactly as dynbsz_loader builds dynbsz's."""
-    return cls(TraceMapDataset(trace_of(sc)), packer_config(sc), FixedGate(sc.buffer_size), loader_config(sc))
+    extra = cost_source(sc) if issubclass(cls, DynamicBatchLoader) else {}
+    return cls(TraceMapDataset(trace_of(sc)), packer_config(sc), FixedGate(sc.buffer_size), loader_config(sc), **extra)
 
 
 def _factory(cls: type):
@@ -146,3 +154,186 @@ class RotationNotRestored(WorkerRuntimeLoader):
 
     def _plan_from_progress(self) -> dict:
         return {**super()._plan_from_progress(), "rr_offset": 0}
+
+
+class ConsumedAhead(PackingStream):
+    """Reports one sample more consumed than its stream had fetched when a micro-batch came out (the
+    count read after the generator's look-ahead)."""
+
+    def _item(self, logical: int, seq: int, consumed: int, packer: Any, mb: Any) -> dict:
+        return super()._item(logical, seq, consumed + 1, packer, mb)
+
+
+@loader_mutant("stream-consumed-ahead", replaces="loader:worker")
+class StreamConsumedAhead(WorkerRuntimeLoader):
+    """WorkerRuntimeLoader whose streams checkpoint one sample too far (``ConsumedAhead``): a resume
+    skips the sample after each stream's last cut."""
+
+    stream_class = ConsumedAhead
+
+
+class UndrainedStream(PackingStream):
+    """Runs dynbsz.packing.pack with ``drain=False``: what is buffered when the stream runs out stays in
+    the worker's packer and is never handed out."""
+
+    def _stream(self, epoch: int, logical: int, saved: dict | None):
+        order = rank_order(len(self.dataset), self.seed, epoch, self.dp_rank, self.dp_size, self.shuffle)
+        indices = order[logical::self.num_streams].tolist()
+        packer = self.packer_factory(self.packer_config, copy.deepcopy(self.gate))
+        consumed, seq = 0, 0
+        if saved is not None:
+            consumed, seq = saved["consumed"], saved["seq"] + 1
+            packer.load_state_dict(saved["packer"])
+            for sid in packer.buffered_ids():
+                packer.attach_payload(sid, self._fetch(epoch, sid))
+
+        def items():
+            nonlocal consumed
+            for index in indices[consumed:]:
+                sample = self._fetch(epoch, index)
+                consumed += 1
+                yield [(index, self.tokens_fn(sample), None, self.source_fn(sample), sample)]
+
+        for mb in pack(packer, items(), drain=False):
+            yield self._item(logical, seq, consumed, packer, mb)
+            seq += 1
+
+
+@loader_mutant("stream-not-drained", replaces="loader:worker")
+class StreamNotDrained(WorkerRuntimeLoader):
+    """WorkerRuntimeLoader whose packing loop skips the end-of-stream drain (``UndrainedStream``): each
+    worker's last buffered samples are lost every epoch."""
+
+    stream_class = UndrainedStream
+
+
+@loader_mutant("rank-order-padded", replaces="loader:main")
+class RankOrderPadded(DynamicBatchLoader):
+    """Evens out DP ranks like torch's DistributedSampler: the epoch order is padded by wrapping around
+    to a multiple of dp_size before ranks take their slices, so some samples are read by two ranks."""
+
+    def _rank_order(self):
+        if self._order_cache is None or self._order_cache[0] != self.epoch:
+            c = self.config
+            full = epoch_order(self.num_samples, c.seed, self.epoch, c.shuffle)
+            padded = np.concatenate([full, full[:self.epoch_length() * c.dp_size - self.num_samples]])
+            self._order_cache = (self.epoch, padded[c.dp_rank::c.dp_size])
+        return self._order_cache[1]
+
+    def epoch_length(self) -> int:
+        return -(-self.num_samples // self.config.dp_size)
+
+
+@loader_mutant("balanced-lookahead-plus-one", replaces="loader:main")
+class BalancedLookaheadPlusOne(DynamicBatchLoader):
+    """order='balanced' lets a sample move one place further than ``lookahead`` (the deadline test
+    off by one)."""
+
+    def _rank_order(self):
+        if self.config.order == "balanced" and (self._order_cache is None or self._order_cache[0] != self.epoch):
+            wider = replace(self.config, lookahead=self.config.lookahead + 1)
+            self._order_cache = (self.epoch, loader_order(self.num_samples, wider, self.epoch, self.cost_estimates()))
+        return super()._rank_order()
+
+
+@loader_mutant("balanced-order-at-restore", replaces="loader:main")
+class BalancedOrderAtRestore(DynamicBatchLoader):
+    """After a restore the epoch's balanced order is computed for the worker processes running, and a
+    restored loader has none yet: the rest of the epoch follows the sampler order, so positions the
+    ledger holds as delivered are other samples than the ones delivered."""
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        c = self.config
+        if c.order == "balanced":
+            order = rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size, c.shuffle)
+            alive = 0   # len(workers) of a loader that has not iterated since the restore
+            self._order_cache = (self.epoch, balanced_order(order, self.cost_estimates()[order], num_workers=alive,
+                                                            prefetch_factor=c.prefetch_factor or 2,
+                                                            lookahead=c.lookahead, batch_size=c.fetch_batch_size))
+
+
+class OverflowSequencer(Sequencer):
+    """A sequencer that lets an early arrival through, out of order, when holding it would take it over
+    its limit (a full buffer "spills" instead of waiting)."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, expected, limit: int):
+        super().__init__(expected)
+        self.limit = limit
+
+    def arrive(self, key, item, size: int = 1) -> list:
+        if key in self._known and key not in self._held and self._expected and key != self._expected[0] \
+                and self.held + size > self.limit:
+            self._expected.remove(key)
+            self._known.discard(key)
+            return [item]
+        return super().arrive(key, item, size)
+
+
+@loader_mutant("reorder-overflow-released", replaces="loader:main")
+class ReorderOverflowReleased(DynamicBatchLoader):
+    """The reorder buffer releases an early arrival when it is full instead of holding it
+    (``OverflowSequencer``): with torch dispatching out of order, in_order=True is then out of order."""
+
+    def _in_sequence(self, it):
+        self._sequencer = OverflowSequencer(list(self._sequencer._expected), self.config.reorder_buffer)
+        return super()._in_sequence(it)
+
+
+@loader_mutant("reorder-marks-on-arrival", replaces="loader:main")
+class ReorderMarksOnArrival(DynamicBatchLoader):
+    """With a reorder buffer, samples are marked delivered in the ledger when they arrive from the
+    workers, not when the sequencer releases them: a checkpoint taken while early arrivals wait counts
+    them as delivered, and the resumed loader never delivers them."""
+
+    def _in_sequence(self, it):
+        def marked():
+            for batch in it:
+                for (_, position, _, refetch), _ in batch:
+                    if position >= 0 and not refetch:
+                        self._ledger.mark(position)
+                yield batch
+
+        return super()._in_sequence(marked())
+
+    def _fresh_items(self, it):
+        packer = self.packer
+        for batch in it:
+            fresh = []
+            for (_, position, index, refetch), sample in batch:
+                if refetch:
+                    packer.attach_payload(index, sample)
+                    self._pending_refetch.discard(index)
+                    self._refetch.remove(index)
+                    continue
+                if not self.config.reorder_buffer:
+                    self._ledger.mark(position)
+                fresh.append((index, self.tokens_fn(sample), None, self.source_fn(sample), sample))
+            if fresh:
+                yield fresh
+
+
+@loader_mutant("ledger-ahead-as-range", replaces="loader:main")
+class LedgerAheadAsRange(DynamicBatchLoader):
+    """The checkpoint stores the ledger's positions delivered ahead of the watermark as one range (first
+    to last) to keep it small: positions in the gaps count as delivered, and a resume never delivers them."""
+
+    def state_dict(self):
+        state = super().state_dict()
+        ahead = state["ledger"]["ahead"]
+        state["ledger"] = {**state["ledger"], "ahead": list(range(ahead[0], ahead[-1] + 1)) if ahead else []}
+        return state
+
+
+@loader_mutant("max-steps-overshoot", replaces="loader:main")
+class MaxStepsOvershoot(DynamicBatchLoader):
+    """The run's bound compares with ``>`` where ``>=`` was meant (EpochLoader.stopped): every rank yields
+    max_steps + 1 steps, one step past where the trainer's schedule (and its partners) end."""
+
+    @property
+    def stopped(self) -> bool:
+        c = self.config
+        return (c.max_steps is not None and self.steps > c.max_steps) or \
+            (c.max_tokens is not None and self.tokens_trained >= c.max_tokens)

@@ -152,3 +152,27 @@ class EagerDrain(GreedyPacker):
         while self.num_samples:
             out.append(self._cut(drained=True))
         return out
+
+
+@mutant("physical-not-released", component="packer")
+class PhysicalNotReleased(GreedyPacker):
+    """A cut takes its samples' tokens off the buffer's running totals but not their physical tokens: with
+    a physical-token cap the buffer looks fuller than it is, and the gate opens on samples already gone."""
+
+    def _cut(self, drained: bool):
+        mb = super()._cut(drained)
+        self.physical_tokens += sum(mb.physical)
+        return mb
+
+
+@mutant("warmup-rounds-up", component="packer")
+class WarmupRoundsUp(GreedyPacker):
+    """The warm-up ramp rounds up (ceiling division) where VeOmni's get_cur_token_micro_bsz floors: every
+    step of the ramp whose budget is not a whole number gets one token more (dynbsz/warmup.py's formula)."""
+
+    def _budget_for(self, cut_index: int) -> int:
+        c = self.config
+        step = cut_index // c.micro_batches_per_step
+        if c.warmup_steps > 0 and step <= c.warmup_steps:
+            return -(-(c.budget - c.warmup_init_tokens) * step // c.warmup_steps) + c.warmup_init_tokens
+        return c.budget
