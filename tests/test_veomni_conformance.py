@@ -61,6 +61,24 @@ def test_finding_still_fails_on_veomni_as_shipped(fix, file):
     expect_veomni_bug(fix, corpus.replay(corpus.load(CORPUS / file)))
 
 
+def _unfixed() -> list[tuple[str, str]]:
+    from properties.veomni_conformance import UNFIXED
+
+    return [(k, file) for k, (_, file) in sorted(UNFIXED.items())]
+
+
+@pytest.mark.parametrize("finding,file", _unfixed(), ids=[k for k, _ in _unfixed()])
+def test_finding_without_a_fix_still_fails_on_veomni_as_shipped(finding, file):
+    # V14: DP ranks of the worker runtime stop at different steps under the trainer's loop. No patch is
+    # proposed (the bound belongs in the trainer, across epochs); dynbsz holds the example (max_steps).
+    entry = corpus.load(CORPUS / file)
+    assert entry["target"] == "veomni" and entry["expect"] == {"veomni": "fail", "dynbsz": "pass"}
+    assert corpus.replay(entry, "dynbsz").status == "pass"
+    # not one of V1-V13's: it fails with every proposed fix applied too
+    assert _vc().replay_with(entry, _vc().ALL_FIXES).status == "fail"
+    expect_veomni_bug(finding, corpus.replay(entry))
+
+
 def test_only_a_replay_that_ran_and_failed_counts_as_the_pinned_bug():
     from properties.runner import Result
 

@@ -55,6 +55,14 @@ PINNED: dict[str, str] = {
     "V12": "loader_resume-loader_main-veomni-b4c225fb8f.json",
     "V13": "exactly_once-loader_worker-veomni-468453fcdc.json",
 }
+#: Findings without a proposed fix patch: finding -> (what fails, the regression file that pins it).
+#: Each fails on VeOmni as shipped, held to its docs and with V1-V13 applied (tests/test_veomni_conformance.py).
+UNFIXED: dict[str, tuple[str, str]] = {
+    "V14": ("the worker runtime has no length bound: under BaseTrainer's loop (at most train_steps steps an "
+            "epoch, the epoch ending early on StopIteration) DP ranks that pack their shards into different "
+            "numbers of steps stop at different steps, and the rank still stepping waits in its next collective",
+            "dp_step_counts-loader_worker-veomni-1ff2675553.json"),
+}
 #: Where each fix can show: the components whose code it changes (for the leave-one-out search).
 FIX_COMPONENTS: dict[str, tuple[str, ...]] = {
     **{f: ("loader:main",) for f in ("V1", "V2", "V3", "V4", "V5", "V12")},
