@@ -33,7 +33,7 @@ from .training import (
     Trainer,
     TrainingConfig,
     TrainingRun,
-    _hour_key,
+    hour_key,
 )
 from .workloads import SEED_STREAM
 
@@ -115,7 +115,7 @@ def best_by_hour(table: dict[str, dict[str, int]], hours: Sequence[float]) -> di
     """Per hour, the label with the most tokens (ties: the first in ``table``'s order)."""
     out = {}
     for h in hours:
-        k = _hour_key(h)
+        k = hour_key(h)
         label = max(table, key=lambda lab: table[lab][k])
         out[k] = (label, table[label][k])
     return out
@@ -243,7 +243,7 @@ class PolicyStudy:
                 return None
             return {k: (table[label][k] / b if b else 1.0) for k, (_, b) in best.items()}
 
-        last = _hour_key(hours[-1])
+        last = hour_key(hours[-1])
         entry = {"budget": budget, "dp": dp, "workload": workload, "best_fixed_gate": best[last][0],
                  "best_fixed_by_hour": {k: lab for k, (lab, _) in best.items()},
                  "advised_gate": advice.label, "advised_ratio": ratio,

@@ -203,7 +203,7 @@ class TrainingRun:
         return float(self.step_end_s[k]) if k < len(cum) else math.inf
 
     def tokens_by_hour(self, hours: Sequence[float]) -> dict[str, int]:
-        return {_hour_key(h): self.tokens_by(h * HOUR) for h in hours}
+        return {hour_key(h): self.tokens_by(h * HOUR) for h in hours}
 
     def summary(self, hours: Sequence[float] = ()) -> dict:
         out = {"budget": self.budget, "dp": self.dp, "gate": self.gate, "first_step_s": self.first_step_s,
@@ -222,7 +222,7 @@ class TrainingRun:
         return out
 
 
-def _hour_key(h: float) -> str:
+def hour_key(h: float) -> str:
     return f"{h:g}"
 
 

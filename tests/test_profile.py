@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,9 +175,17 @@ def test_a_bad_sample_stops_with_one_line_and_the_rows_before_it_are_kept(tmp_pa
     out = tmp_path / "trace.csv"
     code, stdout, err = run_main(capsys, "--dataset", SPEC + factory, "--workers", "2", "--out", str(out))
     assert code == 1 and stdout == ""
-    assert err.count("\n") == 1 and err.startswith(f"profile: sample {index}: {cause}")
-    assert err.rstrip().endswith(f"(the {index} samples profiled before it are in {out})")
-    check_rows(Trace.read_csv(out), list(range(index)))
+    named = int(re.match(r"profile: sample (\d+): ", err).group(1))
+    if factory == "make_dying":
+        # A dead worker is noticed when torch looks, which may be before the samples ahead of the one
+        # it died on have arrived from the other worker: the line names the first sample not profiled,
+        # never one after the death ("at or after this sample").
+        assert named <= index
+    else:
+        assert named == index
+    assert err.count("\n") == 1 and err.startswith(f"profile: sample {named}: {cause}")
+    assert err.rstrip().endswith(f"(the {named} samples profiled before it are in {out})")
+    check_rows(Trace.read_csv(out), list(range(named)))
     assert not cost_model_path(out).exists()   # no model fitted on a partial run
 
 
