@@ -152,10 +152,12 @@ def torchdata_target() -> Target:
       lost and others repeated (docs/internals/torch-dataloader-semantics.md 4.6). It depends on
       timing; the slow samples the loader suite draws out of order make it likely.
 
-    It passes ``in_order_skew`` (it is the behaviour the simulator models), and ``dp_step_counts``
-    under the stopping rule it offers, whole epochs: the padded sampler gives every rank the same
-    number of batches (at the price ``dp_shards`` counts). No packing: budget, buffer, warm-up and
-    micro-batches per step are not its knobs.
+    * ``dp_step_counts`` under the stopping rule it offers, whole epochs, only after a resume out of
+      order: the padded sampler gives every rank the same number of batches (at the price
+      ``dp_shards`` counts), until a count-based resume loses or repeats samples on one rank.
+
+    It passes ``in_order_skew`` (it is the behaviour the simulator models). No packing: budget,
+    buffer, warm-up and micro-batches per step are not its knobs.
     """
     from ..loader_targets import torchdata_loader, torchdata_skew_runner
 
