@@ -252,3 +252,17 @@ def test_check_json_reports_what_share_of_examples_reached_each_property_s_state
         assert cov["interesting"] and cov["of"] == r["examples"] == 60, r
         assert cov["share"] >= 0.5, f"{r['property']}[{r['component']}] reached {cov['interesting']!r} in {cov}"
         assert cov["events"][cov["interesting"]] == cov["reached"]
+
+
+def test_fuzz_saves_to_the_scratch_directory_by_default(capsys, tmp_path, monkeypatch):
+    cwd, cache = tmp_path / "checkout", tmp_path / "cache"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    code, out, err = run(capsys, "fuzz", "--target", "mutant:margin-on-pool-cap", "--minutes", "0.05", "--seed", "3",
+                         "--property", "gate_rule", "--database", "none", "--json")
+    doc = json.loads(out)
+    failures = cache / "dynbsz-harness" / "failures"
+    assert code == 1 and doc["saved"] and all(Path(p).parent == failures for p in doc["saved"])
+    assert f"failures go to {failures}" in err
+    assert not list(cwd.iterdir())
