@@ -16,6 +16,7 @@ minimal example, saved and replayed exactly by ``replay`` outside Hypothesis.
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from typing import Any, Callable
 
@@ -265,6 +266,10 @@ def machine_for(component: Any) -> type[RuleBasedStateMachine]:
                 message = (f"loader state machine: the target raised {type(e).__name__}: {text} (after "
                            f"{_short(tuple(self.ops))})")
                 type(self).on_violation(self._record(), message)
+                # The traceback holds the loader's frames, and through them its torch iterator: drop their
+                # locals now, so the workers shut down here rather than at a garbage collection that may
+                # run inside a later forked worker.
+                traceback.clear_frames(e.__traceback__)
                 raise PropertyViolation(message) from e
 
         @initialize(sc=scenarios(component))
