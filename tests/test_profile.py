@@ -60,7 +60,7 @@ def test_workers_time_every_sample_and_the_fit_recovers_the_costs():
         est = model.estimate({"tokens": fx.tokens_of(i), "source": fx.source_of(i)})
         assert abs(est - truth) <= 0.001 + 0.25 * truth, (i, est, truth)
     video = model.by_source["video"]
-    assert 1e-6 <= video.per_token_s <= 3e-6 and video.base_s <= 0.007
+    assert 1e-6 <= video.per_token_s <= 4e-6 and video.base_s <= 0.007   # truth 2e-6; a loaded machine oversleeps
     stats = {s.name: s for s in result.stats()}
     assert stats["text"].samples == 30 and stats["video"].samples == 10 and stats[ANY_SOURCE].samples == 40
     assert stats["video"].mean_tokens == np.mean([fx.tokens_of(i) for i in range(3, 40, 4)])

@@ -62,21 +62,6 @@ class PoolCapAsCapacity(TokenAwareGate):
         return super().ready(view)
 
 
-@mutant("margin-floored", component="gate", replaces="token_aware")
-@dataclass(frozen=True)
-class MarginFloored(TokenAwareGate):
-    """token_aware's target int((1 + margin) * budget), truncated where the documented rule rounds up:
-    a budget whose margin is not a whole number of tokens opens one token early."""
-
-    def ready(self, view) -> bool:
-        if not covers_budget(view):
-            return False
-        if view.num_samples >= self.pool_cap or view.tokens >= int((1.0 + self.margin) * view.budget):
-            return True
-        cap = view.physical_cap
-        return cap is not None and view.physical_tokens >= math.ceil((1.0 + self.margin) * cap)
-
-
 @mutant("ramp-starts-late", component="gate", replaces="warmup_ramp")
 @dataclass(frozen=True)
 class RampStartsLate(WarmupRampGate):
