@@ -153,6 +153,30 @@ def shutdown_workers(dl: Any) -> None:
     dl._iterator = None
 
 
+class DelegatingLoader:
+    """A foreign loader's own set_epoch / iter / state_dict / load_state_dict, unchanged, and a close
+    that stops its workers: what the suite's loader interface asks of an adapter around ``self.dl``."""
+
+    dl: Any
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dl.set_epoch(epoch)
+
+    def __iter__(self):
+        return iter(self.dl)
+
+    def state_dict(self) -> dict:
+        return self.dl.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dl.load_state_dict(state)
+
+    def close(self) -> None:
+        if self.dl is not None:
+            shutdown_workers(self.dl)
+        self.dl = None
+
+
 def torchdata_loader(sc: LoaderScenario) -> PlainTorchdataLoader:
     return PlainTorchdataLoader(sc)
 

@@ -29,7 +29,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from ..loader_targets import shutdown_workers
+from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
 from .stream import StreamComponent
 
@@ -91,7 +91,9 @@ def ids_of(batch: Any) -> tuple:
     return tuple(int(x) for x in batch["id"].reshape(-1).tolist())
 
 
-class HFLoader:
+class HFLoader(DelegatingLoader):
+    """``datasets.IterableDataset`` under torchdata's StatefulDataLoader; set_epoch goes to the dataset."""
+
     def __init__(self, sc: StreamScenario):
         self.ds = build_dataset(sc)
         self.dl = lib().StatefulDataLoader(self.ds, batch_size=sc.batch_size, num_workers=sc.num_workers,
@@ -100,20 +102,6 @@ class HFLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self.ds.set_epoch(epoch)
-
-    def __iter__(self):
-        return iter(self.dl)
-
-    def state_dict(self) -> dict:
-        return self.dl.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.dl.load_state_dict(state)
-
-    def close(self) -> None:
-        if self.dl is not None:
-            shutdown_workers(self.dl)
-        self.dl = None
 
 
 def make_loader(sc: StreamScenario) -> HFLoader:

@@ -29,7 +29,7 @@ import tempfile
 from types import SimpleNamespace
 from typing import Any
 
-from ..loader_targets import shutdown_workers
+from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
 from .stream import StreamComponent
 
@@ -83,7 +83,7 @@ def ids_of(batch: Any) -> tuple:
     return tuple(sid for part in batch for sid in ids_of(part))
 
 
-class LitdataLoader:
+class LitdataLoader(DelegatingLoader):
     def __init__(self, sc: StreamScenario):
         self.sc = sc
         # written before the DP environment is set: BinaryWriter.merge waits for every rank's index
@@ -109,19 +109,8 @@ class LitdataLoader:
     def set_epoch(self, epoch: int) -> None:
         pass  # StreamingDataLoader counts epochs itself
 
-    def __iter__(self):
-        return iter(self.dl)
-
-    def state_dict(self) -> dict:
-        return self.dl.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.dl.load_state_dict(state)
-
     def close(self) -> None:
-        if self.dl is not None:
-            shutdown_workers(self.dl)
-            self.dl = None
+        super().close()
         for k, old in self._saved.items():
             if old is None:
                 os.environ.pop(k, None)

@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from ..loader_targets import shutdown_workers, trace_of
+from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario, SkewScenario
 from ..skew_props import SKEW_WORKLOAD, SkewRun
 from .base import LoaderComponent
@@ -139,30 +139,7 @@ def _loader_kw(sc: LoaderScenario) -> dict[str, Any]:
 
 # ---- the three pipelines ---------------------------------------------------------------------
 
-class _Adapter:
-    """set_epoch / iter / state_dict / load_state_dict are VeOmni's own, unchanged."""
-
-    dl: Any
-
-    def set_epoch(self, epoch: int) -> None:
-        self.dl.set_epoch(epoch)
-
-    def __iter__(self):
-        return iter(self.dl)
-
-    def state_dict(self) -> dict:
-        return self.dl.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.dl.load_state_dict(state)
-
-    def close(self) -> None:
-        if self.dl is not None:
-            shutdown_workers(self.dl)
-        self.dl = None
-
-
-class MainRuntime(_Adapter):
+class MainRuntime(DelegatingLoader):
     def __init__(self, sc: LoaderScenario):
         v = classes()
         ds = SampleDataset(trace_of(sc))
@@ -195,7 +172,7 @@ def _dynamic_dataset(v: SimpleNamespace, upstream, sc: LoaderScenario):
                                         physical_token_cap=None, get_physical_length_fn=None)
 
 
-class WorkerRuntime(_Adapter):
+class WorkerRuntime(DelegatingLoader):
     def __init__(self, sc: LoaderScenario):
         v = classes()
         self.dl = v.DistributedDataloader(self._upstream(v, sc), batch_size=sc.micro_batches_per_step,
