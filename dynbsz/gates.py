@@ -136,12 +136,14 @@ class WarmupRampGate:
     full: int = 200
     hold_steps: int = 0
     ramp_steps: int = 100
+    policy: str = "warmup_ramp"   # which policy produced it ("auto": ``auto_gate``); informational
 
     def __post_init__(self) -> None:
         check_int("start", self.start, minimum=1)
         check_int("full", self.full, minimum=self.start)
         check_int("hold_steps", self.hold_steps, minimum=0)
         check_int("ramp_steps", self.ramp_steps, minimum=0)
+        check_choice("policy", self.policy, ("warmup_ramp", "auto"))
 
     def minimum(self, step: int) -> int:
         if step < self.hold_steps:
@@ -155,8 +157,13 @@ class WarmupRampGate:
         return view.num_samples >= self.minimum(view.step) and covers_budget(view)
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": "warmup_ramp", "start": self.start, "full": self.full, "hold_steps": self.hold_steps,
+        spec = {"kind": "warmup_ramp", "start": self.start, "full": self.full, "hold_steps": self.hold_steps,
                 "ramp_steps": self.ramp_steps}
+        # "policy" only when it is not the default, so checkpoints written before the field existed
+        # (their spec is compared on restore) still load into a plain warmup_ramp gate
+        if self.policy != "warmup_ramp":
+            spec["policy"] = self.policy
+        return spec
 
 
 # --- the seed's context-aware policy -------------------------------------------------------
@@ -198,7 +205,40 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
     return FixedGate(CONTEXT_AWARE_TABLE[budget], policy="context_aware")
 
 
-GATE_NAMES = ("fixed", "context_aware", "token_aware", "warmup_ramp")
+# --- auto: the general default the policy study found ---------------------------------------
+
+#: ``gate='auto'``: per token budget, a warm-up-scoped minimum ``(start, full, hold_steps, ramp_steps)``.
+#: A budget takes the row of the nearest budget here on a log scale (ties: the smaller; beyond the ends,
+#: the end rows). How the rows were chosen: docs/simulator.md, "The auto gate" (over the policy study's
+#: grid, on the advice streams, never the scored ones: ``python -m simulator.policy derive-auto``).
+AUTO_TABLE: dict[int, tuple[int, int, int, int]] = {
+    128 * 1024: (4, 8, 0, 50),
+    256 * 1024: (4, 8, 0, 50),
+    512 * 1024: (4, 8, 0, 50),
+    1024 * 1024: (4, 8, 0, 50),
+    2048 * 1024: (4, 8, 0, 50),
+}
+
+
+def auto_row(budget: int) -> int:
+    """The ``AUTO_TABLE`` budget whose row a token budget uses (nearest on a log scale, ties: the smaller)."""
+    check_int("budget", budget, minimum=1)
+    return min(AUTO_TABLE, key=lambda b: (abs(math.log(budget / b)), b))
+
+
+def auto_gate(budget: int) -> WarmupRampGate:
+    """``gate='auto'``: the ``AUTO_TABLE`` row for ``budget``, as a ``WarmupRampGate`` (policy ``auto``).
+
+    Like every gate here it is a minimum, never a capacity, and it reads only the buffer and the
+    optimizer step. It is resolved once, from the budget; a checkpoint stores the resolved schedule
+    (``spec()``), so a resume rebuilds exactly that gate even if a later version changes the table.
+    """
+    start, full, hold, ramp = AUTO_TABLE[auto_row(budget)]
+    return WarmupRampGate(start, full, hold, ramp, policy="auto")
+
+
+RAMP_FIELDS = ("start", "full", "hold_steps", "ramp_steps")
+GATE_NAMES = ("fixed", "context_aware", "token_aware", "warmup_ramp", "auto")
 
 
 def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Mapping[str, Any] | None = None,
@@ -210,10 +250,15 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Map
     ``context_aware()``'s keyword arguments (``runtime``, ``count``, ``modality``,
     ``micro_batch_size``, ``dyn_bsz``); given, a ``context_aware`` gate, named or already built,
     is checked against it and fails closed (``ConfigError``) outside what it was measured for.
+    ``'auto'`` needs ``budget`` too (``auto_gate``); a spec with ``policy: 'auto'`` rebuilds the
+    schedule it stores.
     """
     context = dict(context or {})
     if isinstance(gate, dict):
         options = {**{k: v for k, v in gate.items() if k not in ("kind", "policy")}, **options}
+        if gate.get("policy") == "auto" and gate.get("kind") == "warmup_ramp":
+            # a checkpointed auto gate: the schedule it resolved to, exactly (not today's table)
+            return WarmupRampGate(**_only(options, RAMP_FIELDS, "auto"), policy="auto")
         kind = gate.get("policy") if gate.get("policy") == "context_aware" else gate.get("kind")
         gate = kind
     if not isinstance(gate, str):
@@ -231,7 +276,15 @@ def resolve_gate(gate: Any = "fixed", *, budget: int | None = None, context: Map
     if gate == "token_aware":
         return TokenAwareGate(**_only(options, ("margin", "pool_cap"), gate))
     if gate == "warmup_ramp":
-        return WarmupRampGate(**_only(options, ("start", "full", "hold_steps", "ramp_steps"), gate))
+        return WarmupRampGate(**_only(options, RAMP_FIELDS, gate))
+    if gate == "auto":
+        if budget is None:
+            raise ConfigError("gate='auto' needs the token budget (budget=...) to resolve: its schedule depends on it")
+        if options:
+            raise ConfigError(f"gate='auto' takes no options (got {', '.join(sorted(options))}): its schedule is "
+                              "AUTO_TABLE's row for the budget; to choose one, use gate='warmup_ramp' with start, full, "
+                              "hold_steps, ramp_steps")
+        return auto_gate(budget)
     if budget is None:
         raise ConfigError("gate='context_aware' needs the token budget (budget=...) to resolve")
     opts = _only(options, ("micro_batch_size", "runtime", "count", "modality", "dyn_bsz", "buffer_size"), gate)

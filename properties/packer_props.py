@@ -368,6 +368,23 @@ def ramp_minimum(spec: dict[str, Any], step: int) -> int:
     return math.ceil(start + (full - start) * (k + 1) / (ramp + 1))
 
 
+#: ``gate='auto'``'s documented schedule per budget (start, full, hold_steps, ramp_steps), restated from
+#: docs/simulator.md ("The auto gate"), not read from dynbsz: a table changed in one place only fails here.
+AUTO_DOCUMENTED = {
+    128 * 1024: (4, 8, 0, 50),
+    256 * 1024: (4, 8, 0, 50),
+    512 * 1024: (4, 8, 0, 50),
+    1024 * 1024: (4, 8, 0, 50),
+    2048 * 1024: (4, 8, 0, 50),
+}
+
+
+def auto_schedule(budget: int) -> dict[str, int]:
+    """The documented row for a budget: the nearest table budget on a log scale, ties to the smaller."""
+    row = min(AUTO_DOCUMENTED, key=lambda b: (abs(math.log(budget) - math.log(b)), b))
+    return dict(zip(("start", "full", "hold_steps", "ramp_steps"), AUTO_DOCUMENTED[row]))
+
+
 def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int, int, int], bool] | None:
     """The documented opening rule of a built-in gate, restated from its spec (not its code), as a
     function of (samples, tokens, physical tokens, optimizer step). None for gates this suite has
@@ -386,6 +403,10 @@ def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int,
         ptarget = math.ceil((1 + margin) * cap) if cap is not None else None
         return lambda n, tokens, phys, step: n > 0 and covers(tokens, phys) and (
             n >= pool or tokens >= target or (ptarget is not None and phys >= ptarget))
+    if spec.get("kind") == "warmup_ramp" and spec.get("policy") == "auto":
+        # the documented schedule for this budget, whatever the spec says it resolved to
+        documented = auto_schedule(config.budget)
+        return lambda n, tokens, phys, step: n > 0 and n >= ramp_minimum(documented, step) and covers(tokens, phys)
     if spec.get("kind") == "warmup_ramp":
         ramp_minimum(spec, 0)  # a spec without the schedule's fields fails here, not mid-run
         return lambda n, tokens, phys, step: n > 0 and n >= ramp_minimum(spec, step) and covers(tokens, phys)

@@ -8,7 +8,8 @@ Built-ins resolve through ``dynbsz.gates`` (never re-implemented here):
     token_aware:M:P    TokenAwareGate(margin=M, pool_cap=P)
     warmup_ramp        WarmupRampGate() (start 24, full 200, hold 0, ramp 100 steps)
     warmup_ramp:S:F:H:R  WarmupRampGate(start=S, full=F, hold_steps=H, ramp_steps=R)
-    auto               the advised rule's gate (``AUTO_DEFAULTS``, a WarmupRampGate; see docs/simulator.md)
+    auto               dynbsz's ``gate='auto'``: ``dynbsz.gates.auto_gate(budget)``, the documented per-budget
+                       warm-up ramp (``AUTO_TABLE``; how it was chosen: docs/simulator.md, "The auto gate")
     auto:FILE.json     the gate ``python -m simulator advise --json`` recommended (its ``recommended.gate``)
 
 Anything else of the form ``package.module:name`` is imported: ``name`` is a gate
@@ -28,10 +29,6 @@ from dynbsz.gates import FixedGate, Gate, TokenAwareGate, WarmupRampGate, contex
 
 BUILTIN_FORMS = ("fixed:N", "context_aware", "token_aware", "token_aware:MARGIN:POOL_CAP", "warmup_ramp",
                  "warmup_ramp:START:FULL:HOLD:RAMP", "auto", "auto:ADVICE.json")
-
-#: The ``auto`` gate without an advice file: the rule ``simulator policy`` found general (docs/simulator.md,
-#: "Which general rule"): a small minimum at the start, ramped to the full one over the first steps.
-AUTO_DEFAULTS = {"start": 8, "full": 24, "hold_steps": 0, "ramp_steps": 50}
 
 
 def ramp_label(start: int, full: int, hold_steps: int, ramp_steps: int) -> str:
@@ -107,7 +104,7 @@ def parse_gate(text: str) -> GateSpec:
         return GateSpec(text, lambda budget, v=tuple(values): WarmupRampGate(*v))
     if head == "auto":
         if not rest:
-            return GateSpec(text, lambda budget: resolve_gate("warmup_ramp", **AUTO_DEFAULTS))
+            return GateSpec(text, lambda budget: resolve_gate("auto", budget=budget))
         if not rest.endswith(".json"):
             raise ConfigError(f"gate {text!r}: use auto (the documented defaults) or auto:ADVICE.json (the JSON "
                               "`python -m simulator advise --json` wrote)")

@@ -178,3 +178,52 @@ def test_warmup_ramp_resolves_by_name_and_spec():
     assert gate == WarmupRampGate(8, 64, 5, 20) and resolve_gate(gate.spec()) == gate
     with pytest.raises(ConfigError, match="full"):
         WarmupRampGate(start=30, full=20)
+
+
+# ---- gate='auto' ------------------------------------------------------------------------------
+
+def test_auto_resolves_to_its_table_row_and_round_trips():
+    from dynbsz.gates import AUTO_TABLE, auto_row
+
+    for budget, row in AUTO_TABLE.items():
+        gate = resolve_gate("auto", budget=budget)
+        assert isinstance(gate, WarmupRampGate) and gate.policy == "auto"
+        assert (gate.start, gate.full, gate.hold_steps, gate.ramp_steps) == row
+        assert gate.spec()["policy"] == "auto" and resolve_gate(gate.spec()) == gate
+    # the nearest row on a log scale: sqrt(128K * 256K) = 185363.8, so 185363 is 128K's, 185364 256K's
+    assert auto_row(185_363) == 128 * K and auto_row(185_364) == 256 * K
+    assert auto_row(1) == 128 * K and auto_row(1 << 40) == max(AUTO_TABLE)
+
+
+def test_auto_checkpoint_keeps_the_schedule_it_resolved_to():
+    # a spec written by another version's table: resume rebuilds that schedule, not today's row
+    old = {"kind": "warmup_ramp", "start": 3, "full": 9, "hold_steps": 1, "ramp_steps": 7, "policy": "auto"}
+    gate = resolve_gate(old, budget=512 * K)
+    assert gate == WarmupRampGate(3, 9, 1, 7, policy="auto") and gate.spec() == old
+    cfg = PackerConfig(budget=100)
+    packer = GreedyPacker(cfg, resolve_gate("auto", budget=100))
+    for i in range(7):
+        packer.put(i, 30)
+    restored = GreedyPacker(cfg, resolve_gate(packer.state_dict()["gate"], budget=100))
+    restored.load_state_dict(packer.state_dict())
+    assert restored.num_samples == 7
+    # a plain warmup_ramp spec is unchanged by the policy field (older checkpoints still load)
+    assert "policy" not in WarmupRampGate().spec()
+
+
+def test_auto_is_a_minimum_and_refuses_what_it_cannot_use():
+    for budget in (1000, 512 * K):
+        gate = resolve_gate("auto", budget=budget)
+        for step in (0, 10, 10_000):
+            short = View(10_000, budget - 1, budget=budget)
+            short.step = step
+            assert not gate.ready(short)              # never a capacity, at any step
+            enough = View(gate.minimum(step), budget, budget=budget)
+            enough.step = step
+            assert gate.ready(enough)
+    with pytest.raises(ConfigError, match="budget"):
+        resolve_gate("auto")
+    with pytest.raises(ConfigError, match="takes no options"):
+        resolve_gate("auto", budget=512 * K, start=2)
+    with pytest.raises(ConfigError, match="policy"):
+        WarmupRampGate(policy="adaptive")

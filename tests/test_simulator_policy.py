@@ -7,9 +7,9 @@ import json
 import pytest
 
 from dynbsz.errors import ConfigError
-from dynbsz.gates import WarmupRampGate
+from dynbsz.gates import WarmupRampGate, auto_gate
 from simulator.cli import main
-from simulator.gatespec import AUTO_DEFAULTS, gate_label, parse_gate
+from simulator.gatespec import gate_label, parse_gate
 from simulator.policy import ADVICE_SEED_OFFSET, PolicyConfig, PolicyStudy, advise_gate, best_by_hour, worst_ratio
 from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig
 
@@ -88,7 +88,7 @@ def test_warmup_ramp_and_auto_gate_specs(tmp_path):
     assert isinstance(g, WarmupRampGate) and (g.start, g.full, g.hold_steps, g.ramp_steps) == (8, 24, 2, 10)
     assert gate_label(g.spec()) == "warmup_ramp:8:24:2:10"
     auto = parse_gate("auto").gate_for(512 * K)
-    assert auto.spec() == {"kind": "warmup_ramp", **AUTO_DEFAULTS}
+    assert auto == auto_gate(512 * K) and auto.spec()["policy"] == "auto"     # dynbsz's gate='auto', not a copy
     advice = tmp_path / "advice.json"
     advice.write_text(json.dumps({"recommended": {"gate": {"kind": "fixed", "buffer_size": 12}}}))
     assert parse_gate(f"auto:{advice}").gate_for(512 * K).spec()["buffer_size"] == 12

@@ -75,3 +75,13 @@ class RampStartsLate(WarmupRampGate):
         if k >= self.ramp_steps:
             return self.full
         return math.ceil(self.start + (self.full - self.start) * k / (self.ramp_steps + 1))
+
+
+@mutant("auto-skips-warmup", component="gate", replaces="auto")
+@dataclass(frozen=True)
+class AutoSkipsWarmup(WarmupRampGate):
+    """gate='auto' with its warm-up scoped away: the full minimum from step 0, so the first steps wait
+    for the long-run pool the schedule was chosen to avoid."""
+
+    def minimum(self, step: int) -> int:
+        return self.full

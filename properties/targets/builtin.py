@@ -10,7 +10,16 @@ from typing import Any
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
-from dynbsz.gates import CONTEXT_AWARE_TABLE, FixedGate, TokenAwareGate, WarmupRampGate, context_aware, resolve_gate
+from dynbsz.gates import (
+    AUTO_TABLE,
+    CONTEXT_AWARE_TABLE,
+    FixedGate,
+    TokenAwareGate,
+    WarmupRampGate,
+    auto_gate,
+    context_aware,
+    resolve_gate,
+)
 from dynbsz.packer import GreedyPacker
 
 from .. import probes
@@ -52,6 +61,18 @@ def context_aware_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
     return st.just(context_aware(config.budget).spec())
 
 
+def auto_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
+    return st.just(auto_gate(config.budget).spec())
+
+
+def _auto_budgets() -> st.SearchStrategy[int]:
+    # The table's budgets and the two budgets either side of each boundary between rows (the
+    # geometric mean of neighbours), so the row a budget takes is tested where it changes.
+    keys = sorted(AUTO_TABLE)
+    edges = [int((a * b) ** 0.5) + d for a, b in zip(keys, keys[1:]) for d in (0, 1)]
+    return st.sampled_from(keys + edges)
+
+
 def probe_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
     return st.sampled_from([1.0, 0.75]).map(lambda f: probes.HighWaterGate(f).spec())
 
@@ -80,6 +101,7 @@ GATE_FAMILIES: dict[str, dict[str, Any]] = {
     "token_aware": {"gate_specs": token_aware_specs},
     "context_aware": {"gate_specs": context_aware_specs, "budgets": CONTEXT_AWARE_BUDGETS},
     "warmup_ramp": {"gate_specs": warmup_ramp_specs},
+    "auto": {"gate_specs": auto_specs, "budgets": _auto_budgets()},
 }
 
 
