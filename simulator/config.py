@@ -35,6 +35,13 @@ class LoaderModelConfig:
     batch_size           samples per task (the index sampler's batch); the last batch may be short
     in_order             True: strict round-robin dispatch, hand-out in send order (reorder buffer);
                          False: capacity-aware dispatch, hand-out in arrival order
+    reorder_buffer       0, or dynbsz's ``LoaderConfig(in_order=True, reorder_buffer=N)``: torch
+                         dispatches and hands out as with in_order=False, and the main process
+                         releases batches in send order, holding early arrivals; while ``N``
+                         samples or more are held, each dispatch is a pause (``pause_s`` in a
+                         worker, no sample) instead of the next batch. Needs in_order=True
+                         (the delivered order is the sampler's), a map dataset and workers
+    pause_s              a pause's worker seconds: ``dynbsz.loader.PAUSE_S`` (a 2 ms sleep)
     persistent_workers   workers survive the end of an epoch: no start-up cost after epoch 0, and
                          an iterable dataset replica keeps the epoch it was forked with
     worker_startup_s     seconds from ``iter()`` until a freshly started worker can fetch
@@ -66,6 +73,8 @@ class LoaderModelConfig:
     drop_last: bool = False
     shuffle_seed: int | None = None
     shard_sizes: tuple[int, ...] | None = None
+    reorder_buffer: int = 0
+    pause_s: float = 0.002
 
     def __post_init__(self) -> None:
         check_int("num_workers", self.num_workers, minimum=0)
@@ -97,12 +106,19 @@ class LoaderModelConfig:
                                   f"got {self.shard_sizes!r}")
             for s in self.shard_sizes:
                 check_int("shard size", s, minimum=0)
+        check_int("reorder_buffer", self.reorder_buffer, minimum=0)
+        check_seconds("pause_s", self.pause_s)
+        if self.reorder_buffer and (not self.in_order or self.dataset != "map" or self.num_workers == 0):
+            raise ConfigError(f"reorder_buffer={self.reorder_buffer} restores the sampler's order behind torch's "
+                              "out-of-order dispatch: it needs in_order=True, dataset='map' and num_workers >= 1 "
+                              f"(got in_order={self.in_order}, dataset={self.dataset!r}, "
+                              f"num_workers={self.num_workers}); set reorder_buffer=0 otherwise")
 
     @classmethod
     def for_loader(cls, config: Any, *, sampler: bool = True, **timing: Any) -> "LoaderModelConfig":
         """The model of a dynbsz loader (``dynbsz.loader_config.LoaderConfig``, main runtime): same
         knobs, map-style; ``timing`` sets the model-only fields (``worker_startup_s``,
-        ``task_overhead_s``, ``result_latency_s``).
+        ``task_overhead_s``, ``result_latency_s``). A reorder buffer is modelled (``reorder_buffer``).
 
         ``sampler=True``: the model's own sampler reads the loader's (seed, epoch) order, which it
         can for one rank in sampler order; a DP rank's share or ``order='balanced'`` is refused
@@ -113,9 +129,6 @@ class LoaderModelConfig:
         if config.runtime != "main":
             raise ConfigError(f"runtime={config.runtime!r}: the model covers the main runtime (the packer in the main "
                               "process); model a worker-runtime job with simulator.predict")
-        if getattr(config, "reorder_buffer", 0):
-            raise ConfigError(f"reorder_buffer={config.reorder_buffer} (torch out of order, the order restored in the "
-                              "main process) is not modelled; model the loader with reorder_buffer=0")
         if sampler and (config.order != "sampler" or config.dp_size != 1):
             raise ConfigError(f"the model's own sampler cannot read order={config.order!r} with dp_size="
                               f"{config.dp_size}; give the model dynbsz's order instead: "
@@ -125,7 +138,7 @@ class LoaderModelConfig:
         return cls(num_workers=config.num_workers, prefetch_factor=config.prefetch_factor if config.num_workers else None,
                    batch_size=config.fetch_batch_size, in_order=config.in_order,
                    persistent_workers=config.persistent_workers and config.num_workers > 0,
-                   shuffle_seed=shuffle_seed, **timing)
+                   shuffle_seed=shuffle_seed, reorder_buffer=config.reorder_buffer, **timing)
 
     @property
     def prefetch(self) -> int:

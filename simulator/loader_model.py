@@ -29,6 +29,12 @@ there. In one paragraph:
   across an epoch boundary. An iterable replica in a persistent worker keeps the
   epoch it was forked with.
 * ``num_workers=0`` (§1.6): each ``next()`` fetches synchronously in the caller.
+* dynbsz's reorder buffer (``reorder_buffer=N``, ``dynbsz.loader`` and ``dynbsz.sequencer``):
+  torch runs as with ``in_order=False``, and the main process releases batches in send order,
+  holding early arrivals. torch refills (dispatches) before the wrapper sees the batch it
+  handed out, and while ``N`` samples or more are held the sampler gives a pause (a
+  ``pause_s`` sleep in a worker, no sample) instead of the next batch; none once it is
+  exhausted. The epoch ends when the last batch is released and every pause has returned.
 
 The model is pull-based: the consumer calls ``next(t)`` at the time it asks for
 a batch and gets back the record of the hand-out (with its time). All times are
@@ -37,6 +43,7 @@ seconds from the start of the simulation.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,8 +58,8 @@ from .engine import CausalityError, EventQueue
 
 # Task slot states (the model's view of torch's ``_task_info``).
 INFLIGHT, BUFFERED, DONE = 0, 1, 2
-# What a worker answers to a task.
-DATA, STOP, PHANTOM = 0, 1, 2
+# What a worker answers to a task (PAUSE: a reorder buffer's pause, no sample).
+DATA, STOP, PHANTOM, PAUSE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,8 @@ class LoaderRun:
     n_stop: int
     n_phantom: int
     n_dropped: int              # indices taken from the sampler with no eligible worker
+    n_pause: int = 0            # reorder buffer: pauses dispatched instead of batches
+    reorder_peak: int = 0       # reorder buffer: most samples held at once (the last epoch's)
 
     def __len__(self) -> int:
         return len(self.handout_s)
@@ -150,7 +159,8 @@ class LoaderModel:
         nw = config.num_workers
         self.nw = nw
         self.max_tasks = config.max_tasks
-        self.in_order = config.in_order
+        self.rb = config.reorder_buffer
+        self.in_order = config.in_order and not self.rb   # torch's own mode: out of order behind a reorder buffer
         self.iterable = config.dataset == "iterable"
         self.latency = config.result_latency_s
         self.free = [start] * nw          # when each worker finishes what it was given
@@ -261,6 +271,12 @@ class LoaderModel:
             self._blo, self._bhi, self._bcost, self._btok = self._batches(order, base)
             self._nb = len(self._blo)
             self._next_b = 0
+        if self.rb:
+            self._rb_next = 0                        # the batch the consumer gets next
+            self._rb_held: dict[int, int] = {}       # batch -> task, arrived before its turn
+            self._rb_n = 0                           # samples held
+            self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
+            self.reorder_peak = 0
         self._seqs.append(seq)
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
@@ -274,11 +290,14 @@ class LoaderModel:
     # ---- dispatch: _try_put_index (§1.4) ----------------------------------------------------
 
     def _put(self) -> None:
+        pause = False
         if not self.iterable:
             b = self._next_b
             if b >= self._nb:
                 return                      # sampler exhausted: nothing dispatched
-            self._next_b = b + 1
+            pause = self.rb and self._rb_n >= self.rb   # buffer full: a pause, the batch stays next
+            if not pause:
+                self._next_b = b + 1
         nw, active, ntask = self.nw, self._active, self._ntask
         cyc = self._cyc
         in_order = self.in_order
@@ -292,7 +311,8 @@ class LoaderModel:
                 break
         else:
             self._cyc = cyc
-            self.dropped += 1               # the index was taken from the sampler and is lost
+            if not pause:
+                self.dropped += 1           # the index was taken from the sampler and is lost
             return
         self._cyc = cyc
         k = self._send
@@ -312,6 +332,8 @@ class LoaderModel:
             else:
                 self._ended[w] = True
                 kind, b, lo, hi, cost, tok = STOP, -1, 0, 0, self.cfg.task_overhead_s, 0
+        elif pause:
+            kind, b, lo, hi, cost, tok = PAUSE, -1, 0, 0, self.cfg.pause_s + self.cfg.task_overhead_s, 0
         else:
             kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
         free = self.free
@@ -346,6 +368,8 @@ class LoaderModel:
         self.q.move_to(t, "the consumer asked for a batch")
         if self.nw == 0:
             return self._next_sync(t)
+        if self.rb:
+            return self._next_reordered(t)
         state, tw, kind, active = self._tstate, self._tw, self._tkind, self._active
         in_order = self.in_order
         rcvd = self._rcvd
@@ -393,6 +417,44 @@ class LoaderModel:
             state[k] = DONE
             self._rcvd = rcvd + 1
             return self._process(k, t)
+
+    def _next_reordered(self, t: float) -> int | None:
+        """``next()`` behind a reorder buffer: torch hands out in arrival order, the sequencer releases in
+        send order. A consumer's call takes one released batch, pulling arrivals from torch until one is."""
+        ready, held, state, kind, tb = self._rb_ready, self._rb_held, self._tstate, self._tkind, self._tb
+        while not ready:
+            if self._rb_next >= self._nb:
+                while len(self.q):          # pauses still out: torch waits for them before StopIteration
+                    k = self._take_result()
+                    state[k] = DONE
+                    self._ntask[self._tw[k]] -= 1
+                self._end_epoch()
+                return None
+            k = self._take_result()
+            state[k] = DONE
+            self._ntask[self._tw[k]] -= 1
+            self._put()                     # torch refills before the wrapper sees the batch
+            if kind[k] == PAUSE:
+                continue
+            b = tb[k]
+            if b != self._rb_next:
+                held[b] = k
+                self._rb_n += self._thi[k] - self._tlo[k]
+                self.reorder_peak = max(self.reorder_peak, self._rb_n)
+                continue
+            ready.append(k)
+            self._rb_next += 1
+            while self._rb_next in held:
+                k2 = held.pop(self._rb_next)
+                self._rb_n -= self._thi[k2] - self._tlo[k2]
+                ready.append(k2)
+                self._rb_next += 1
+        k = ready.popleft()
+        self._hk.append(k)
+        self._hreq.append(t)
+        self._ht.append(self.q.now)
+        self._hepoch.append(self.epoch)
+        return len(self._hk) - 1
 
     def _take_result(self) -> int:
         """Which result the main process takes from the shared result queue (the task number): the
@@ -473,7 +535,8 @@ class LoaderModel:
             start_s=col(self._tstart, np.float64), finish_s=col(self._tfin, np.float64),
             request_s=np.asarray(self._hreq, dtype=np.float64), handout_s=np.asarray(self._ht, dtype=np.float64),
             offsets=offsets, samples=flat[idx], n_tasks=len(self._tw), n_stop=int((kinds == STOP).sum()),
-            n_phantom=int((kinds == PHANTOM).sum()), n_dropped=self.dropped)
+            n_phantom=int((kinds == PHANTOM).sum()), n_dropped=self.dropped, n_pause=int((kinds == PAUSE).sum()),
+            reorder_peak=getattr(self, "reorder_peak", 0))
 
 
 def simulate(trace: Trace, config: LoaderModelConfig, *, step: StepTime = StepTime(), epochs: int = 1,

@@ -127,7 +127,7 @@ def test_without_noise_the_exact_order_reaches_the_limit():
     (lambda: LoaderModelConfig.for_loader(balanced()), "cannot read order='balanced'"),
     (lambda: LoaderModelConfig.for_loader(LoaderConfig(num_workers=2, dp_size=2)), "dp_size=2"),
     (lambda: LoaderModelConfig.for_loader(LoaderConfig(num_workers=2, runtime="worker")), "main runtime"),
-    (lambda: LoaderModelConfig.for_loader(LoaderConfig(num_workers=2, reorder_buffer=4)), "not modelled"),
+    (lambda: LoaderModelConfig(num_workers=2, in_order=False, reorder_buffer=4), "needs in_order=True"),
     (lambda: LoaderModel(TRACE.cost_s, LoaderModelConfig(shuffle_seed=1), order_fn=lambda e: np.arange(3)),
      "shuffle_seed"),
     (lambda: LoaderModel(TRACE.cost_s, LoaderModelConfig(dataset="iterable"), order_fn=lambda e: np.arange(3)),
