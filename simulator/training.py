@@ -412,3 +412,30 @@ def _share_drift(sources: list[list[str]], names: tuple, window: int) -> tuple[d
         if c.sum() and (w + 1) * window <= len(sources):   # full windows only
             drift = np.maximum(drift, np.abs(c / c.sum() - overall))
     return ({n: float(overall[k]) for n, k in index.items()}, {n: float(drift[k]) for n, k in index.items()})
+
+
+# ---- a real job's data stall: the loader model plus the main process's own per-step work -----------
+
+def stall_with_floor(handout_s: Sequence[float], step_s: float, floor_s: float) -> float:
+    """The data-stall fraction of one rank whose main process spends ``floor_s`` of its own work per step.
+
+    The loader model times the workers and torch's hand-out, not the main process's own work per
+    step (receiving and unpickling results, packing, collating: the *floor*, which no worker can
+    hide). Here the floor is part of the model, not added afterwards: ``handout_s`` must come from
+    the loader model run with a consumer step of ``step_s + floor_s`` (the main process is busy for
+    both, so that is the cadence at which it asks for data); then step i is in hand
+    ``floor_s`` after the model's hand-out, and is asked for ``step_s`` after step i-1 was in hand:
+
+        wait_i = max(0, model hand-out_i - (model hand-out_{i-1} + step_s + floor_s)) + floor_s
+        stall  = sum(wait_i, i >= 1) / (hand-out_last - hand-out_0)
+
+    (the first wait is the cold start, reported on its own, as ``metrics.stall_fraction`` does.)
+    """
+    hand = np.asarray(handout_s, dtype=np.float64)
+    check_seconds("step_s", step_s)
+    check_seconds("floor_s", floor_s)
+    if len(hand) < 2:
+        return 0.0
+    waits = np.maximum(hand[1:] - (hand[:-1] + step_s + floor_s), 0.0) + floor_s
+    span = float(hand[-1] - hand[0])
+    return float(waits.sum() / span) if span > 0 else 0.0
