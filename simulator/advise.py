@@ -159,6 +159,10 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         "runner_up": _entry(runner, hours, budget, dp) if runner is not None else None,
         "default": _entry(default, hours, budget, dp),
         "configs_searched": searched,
+        # every loader of stage 1 with its reference-gate tokens at the last hour: the order (sampler or
+        # 'balanced') is searched like workers, prefetch and in_order
+        "loaders_searched": [{**c.loader_json(), "tokens": c.run.tokens_by(horizon),
+                              "peak_buffer_tokens": c.run.peak_buffer_tokens} for c in stage1],
         "seconds": time.perf_counter() - t0,
         "trace": {"samples": len(trace), "sources": list(trace.source_names)},
         "budget": budget, "dp": dp, "hours": list(hours), "step_time": step.to_json(),

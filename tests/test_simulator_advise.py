@@ -31,6 +31,11 @@ def test_advise_json_has_recommended_runner_up_and_default(trace_file, capsys):
     assert {"first_step_s", "tokens_by_hour", "stall_fraction", "peak_buffer_tokens"} <= set(p)
     assert p["tokens_by_hour"]["2"] >= out["default"]["predicted"]["tokens_by_hour"]["2"]
     assert out["configs_searched"] > 20
+    orders = {(lo["order"], lo["in_order"]) for lo in out["loaders_searched"]}
+    assert orders == {("sampler", True), ("sampler", False), ("balanced", True)}    # the order is searched too
+    best = max(lo["tokens"] for lo in out["loaders_searched"])
+    assert any(lo["tokens"] == best and all(lo[k] == rec["loader"][k] for k in ("num_workers", "order", "in_order"))
+               for lo in out["loaders_searched"])
     assert "LoaderConfig(" in rec["code"]
 
 
