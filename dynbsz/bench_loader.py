@@ -5,7 +5,9 @@ False, dynbsz in_order=True, dynbsz's exactly-once in_order=False, and dynbsz's 
 Each sample really sleeps its decode cost in a worker (fast text, slow video).
 Throughput is reported as delivered samples per second and as a fraction of the
 physical limit: total decode cost divided by the number of workers, i.e. the
-makespan of a perfectly balanced schedule with no overhead.
+makespan of a perfectly balanced schedule with no overhead. Each row is the best of
+``repeat`` runs, the runs interleaved (every mode once per round), and the spread
+(slowest over fastest) is reported beside it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class LoaderBenchRow:
     exactly_once: bool
     max_displacement: int | None = None   # balanced rows: the farthest a sample moved from sampler order
     reorder_peak: int | None = None       # reorder-buffer rows: most samples held back at once
+    worst_seconds: float | None = None    # the slowest of the repeats (``seconds`` is the fastest): the spread
 
 
 class _ListSampler(Sampler):
@@ -50,15 +53,6 @@ class _ListSampler(Sampler):
 
     def __len__(self):
         return len(self.order)
-
-
-def _time(fn: Callable[[], list], repeat: int) -> tuple[float, list]:
-    best, ids = float("inf"), []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        ids = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, ids
 
 
 def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
@@ -76,14 +70,14 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
     limit_s = true.total_cost_s() / workers
     model = CostModel.fit(base)
 
-    def plain(in_order: bool) -> Callable[[], list]:
+    def plain(in_order: bool) -> Callable[[], tuple[list, int]]:
         def go():
             dl = StatefulDataLoader(dataset, batch_size=1, sampler=_ListSampler(order), num_workers=workers,
                                     prefetch_factor=prefetch_factor, in_order=in_order, collate_fn=identity)
-            return [s["id"] for batch in dl for s in batch]
+            return [s["id"] for batch in dl for s in batch], 0
         return go
 
-    def ours(in_order: bool, **balanced) -> Callable[[], list]:
+    def ours(in_order: bool, **balanced) -> Callable[[], tuple[list, int]]:
         kw = {"meta_fn": balanced.pop("meta_fn")} if "meta_fn" in balanced else {}
         if "cost_fn" in balanced:
             kw["cost_fn"] = balanced.pop("cost_fn")
@@ -94,8 +88,7 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
             ld = build_loader(dataset, None, None, config, **kw)
             try:
                 ids = [sid for step in ld for sid in step.sample_ids]
-                peaks.append(ld.reorder_peak)
-                return ids
+                return ids, ld.reorder_peak
             finally:
                 ld.close()
         return go
@@ -110,22 +103,37 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
              (f"dynbsz in_order=True, reorder_buffer={reorder_buffer}", ours(True, reorder_buffer=reorder_buffer))]
     position = np.empty(samples, dtype=np.int64)
     position[sampler_order] = np.arange(samples)
-    rows = []
+    best = dict.fromkeys(names := [name for name, _ in modes], float("inf"))
+    worst = dict.fromkeys(names, 0.0)
+    peak = dict.fromkeys(names, 0)
+    delivered: dict[str, list] = {}
     with warnings.catch_warnings(), torchdata_quiet():
         warnings.simplefilter("ignore")
-        for name, fn in modes:
-            peaks: list[int] = []
-            seconds, ids = _time(fn, repeat)
-            moved = int(np.abs(position[np.asarray(ids)] - np.arange(len(ids))).max()) if "balanced" in name else None
-            rows.append(LoaderBenchRow(name, samples, seconds, samples / seconds, limit_s / seconds,
-                                       sorted(ids) == list(range(samples)), moved,
-                                       max(peaks) if "reorder_buffer" in name else None))
+        # Repeats outermost: each round runs every mode once, so a load that comes and goes on a shared
+        # machine falls on all rows alike and the ratios between rows stay comparable.
+        for _ in range(repeat):
+            for name, fn in modes:
+                t0 = time.perf_counter()
+                ids, held = fn()
+                seconds = time.perf_counter() - t0
+                best[name], worst[name] = min(best[name], seconds), max(worst[name], seconds)
+                peak[name] = max(peak[name], held)
+                delivered[name] = ids
+    rows = []
+    for name in names:
+        ids, seconds = delivered[name], best[name]
+        moved = int(np.abs(position[np.asarray(ids)] - np.arange(len(ids))).max()) if "balanced" in name else None
+        rows.append(LoaderBenchRow(name, samples, seconds, samples / seconds, limit_s / seconds,
+                                   sorted(ids) == list(range(samples)), moved,
+                                   peak[name] if "reorder_buffer" in name else None, worst[name]))
     return rows
 
 
 def format_table(rows: list[LoaderBenchRow]) -> str:
-    lines = [table(["mode", "samples", "seconds", "samples/s", "of limit", "exactly-once", "moved", "held"],
-                   [[r.mode, r.samples, f"{r.seconds:.3f}", f"{r.samples_per_s:.1f}", pct(r.fraction_of_limit, 1),
+    lines = [table(["mode", "samples", "seconds", "spread", "samples/s", "of limit", "exactly-once", "moved", "held"],
+                   [[r.mode, r.samples, f"{r.seconds:.3f}",
+                     "-" if r.worst_seconds is None else pct(r.worst_seconds / r.seconds - 1, 1),
+                     f"{r.samples_per_s:.1f}", pct(r.fraction_of_limit, 1),
                      "yes" if r.exactly_once else "NO", "-" if r.max_displacement is None else r.max_displacement,
                      "-" if r.reorder_peak is None else r.reorder_peak] for r in rows])]
     by = {r.mode: r for r in rows}
