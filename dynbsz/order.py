@@ -97,6 +97,12 @@ class DeliveryLedger:
 #: it a costly sample waits until its deadline forces it into whatever slot comes, where it stalls the
 #: hand-out; with it, it goes earlier where its worker has room.
 URGENCY = 0.3
+#: Weight of the distance between a slot's finish and the steady cadence (one task handed out every mean
+#: task cost / workers after the previous one): a tie-break among slots that idle no worker, which keeps
+#: finishes staggered and leaves room for the estimates' noise. 0.03 measured best of 0, 0.01, 0.02, 0.03,
+#: 0.05, 0.1, 0.3 on the same traces: 0.01-0.1 all gain 0.3-0.5 points of plain in_order=False's
+#: throughput on average, 0.3 loses.
+CADENCE_WEIGHT = 0.03
 
 
 def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, prefetch_factor: int, lookahead: int,
@@ -128,7 +134,9 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
       in the simulator, docs/ordering.md);
 
     minus a bonus for a sample that has waited (``URGENCY`` times its cost, in proportion to
-    its wait over ``lookahead``), so a slow sample is placed where it fits before its deadline.
+    its wait over ``lookahead``), so a slow sample is placed where it fits before its deadline,
+    plus ``CADENCE_WEIGHT`` times the distance of its finish from the steady cadence (the
+    previous hand-out plus mean task cost / workers), a tie-break among slots that idle no one.
     A sample whose deadline comes (it would move more than ``lookahead`` places) is placed
     whatever the fit, which is what bounds the displacement. Ties go to the earlier position, so
     the result is deterministic.
@@ -146,6 +154,7 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
     window = W * prefetch_factor                   # tasks dispatched ahead of hand-out
     latest = [B * typical] * W                     # each worker's latest task cost: its forecast
     urgency = URGENCY / L
+    cadence = B * float(costs.mean()) / W          # one task handed out per cadence, in steady state
     free = [0.0] * W                               # when each worker is done with what it was given
     handout: list[float] = []                      # per task: when the in-order consumer receives it
     placed = [False] * m
@@ -165,6 +174,7 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
             previous = handout[-1] if handout else 0.0
             k = j + W - window                     # handing out task k dispatches this worker's next-but-(P-1)
             ready = handout[k] if 0 <= k < j else (previous if k == j else 0.0)
+            target = max(previous + cadence, task_start)
             # when each other worker runs dry if its next dispatch waits: prefetch_factor tasks on
             others = [free[(w + d) % W] + prefetch_factor * latest[(w + d) % W] for d in range(1, W)]
         while placed[front]:
@@ -186,6 +196,7 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
                         score += gate - e
                 if q < p:
                     score -= urgency * c * (p - q)
+                score += CADENCE_WEIGHT * (finish - target if finish > target else target - finish)
                 if score < best:
                     best, pick = score, q
         placed[pick] = True
