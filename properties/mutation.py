@@ -24,7 +24,7 @@ class MutantOutcome:
     kind: str
     description: str
     status: str                      # killed | survived | skip
-    killed_by: tuple[str, ...]       # "property[component]", in report order
+    killed_by: tuple[str, ...]       # "property[component]", in run order (Mutant.aims_at first)
     message: str                     # the first kill's violation
     examples: int                    # examples run against this mutant, all properties
     results: tuple[Result, ...]
@@ -38,7 +38,10 @@ class MutantOutcome:
 def run_mutant(mutant: M.Mutant, rs: RunSettings, *, first_kill: bool = True) -> MutantOutcome:
     target = resolve("mutant:" + mutant.name)
     results: list[Result] = []
-    for prop, component in plan(target):
+    pairs = plan(target)
+    if mutant.aims_at is not None:   # the property it was written to break first (Mutant.aims_at)
+        pairs.sort(key=lambda pair: pair[0].name != mutant.aims_at)
+    for prop, component in pairs:
         if component is None:
             continue
         result = run_property(target, prop, component, rs)

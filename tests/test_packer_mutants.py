@@ -26,10 +26,20 @@ def test_there_are_enough_mutants_and_each_is_distinct():
     assert {m.component for m in MUTANTS} == {"packer", "gate", "loader"}
 
 
+def test_every_aim_is_a_property_that_applies_to_the_mutant_s_kind():
+    aimed = [m for m in MUTANTS if m.aims_at is not None]
+    assert aimed
+    for m in aimed:
+        prop = suite.get(m.aims_at)
+        assert m.component in prop.kinds, f"{m.name} aims at {m.aims_at}, which does not apply to {m.component}s"
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_mutant_is_killed_and_dynbsz_passes_the_killing_example(mutant):
     outcome = mutation.run_mutant(mutant, SETTINGS)
     assert outcome.status == "killed", f"{mutant.name} survived: {outcome.description}"
+    if mutant.aims_at is not None:   # the search starts where the mutant was aimed
+        assert outcome.results[0].property == mutant.aims_at
     kill = next(r for r in outcome.results if r.status == "fail")
     assert kill.minimal_example is not None and kill.message
     control = replay_example(resolve("dynbsz"), suite.get(kill.property), kill.component, kill.minimal_example)

@@ -41,10 +41,10 @@ def _factory(cls: type):
     return make
 
 
-def loader_mutant(name: str, replaces: str):
+def loader_mutant(name: str, replaces: str, aims_at: str | None = None):
     """``@mutant`` for a loader class standing in for dynbsz's loader component ``replaces``: its
     ``make`` builds the class on the scenario's dataset (``_build``)."""
-    return mutant(name, component="loader", replaces=replaces, factory=_factory)
+    return mutant(name, component="loader", replaces=replaces, factory=_factory, aims_at=aims_at)
 
 
 # ---- main runtime ----------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class LedgerWithoutAhead(DynamicBatchLoader):
         super().load_state_dict({**state, "ledger": {**state["ledger"], "ahead": []}})
 
 
-@loader_mutant("set-epoch-ignored", replaces="loader:main")
+@loader_mutant("set-epoch-ignored", replaces="loader:main", aims_at="epoch_reshuffle")
 class SetEpochIgnored(DynamicBatchLoader):
     """set_epoch() does nothing: a loader reaches later epochs only by running earlier ones out, so a
     trainer that starts (or restarts) at epoch e gets epoch 0's order."""
@@ -139,14 +139,14 @@ class EpochAtConstruction(PackingStream):
         return self.epoch_seen, int(self.control[1])
 
 
-@loader_mutant("epoch-read-once", replaces="loader:worker")
+@loader_mutant("epoch-read-once", replaces="loader:worker", aims_at="epoch_reshuffle")
 class EpochReadOnce(WorkerRuntimeLoader):
     """WorkerRuntimeLoader whose workers run ``EpochAtConstruction`` streams."""
 
     stream_class = EpochAtConstruction
 
 
-@loader_mutant("rotation-not-restored", replaces="loader:worker")
+@loader_mutant("rotation-not-restored", replaces="loader:worker", aims_at="loader_stateful")
 class RotationNotRestored(WorkerRuntimeLoader):
     """A restore resumes every stream from its own state but forgets to rotate the stream-to-worker
     mapping (rr_offset): torch's round robin restarts at worker 0, so in_order=True hands the
@@ -207,7 +207,7 @@ class StreamNotDrained(WorkerRuntimeLoader):
     stream_class = UndrainedStream
 
 
-@loader_mutant("rank-order-padded", replaces="loader:main")
+@loader_mutant("rank-order-padded", replaces="loader:main", aims_at="dp_shards")
 class RankOrderPadded(DynamicBatchLoader):
     """Evens out DP ranks like torch's DistributedSampler: the epoch order is padded by wrapping around
     to a multiple of dp_size before ranks take their slices, so some samples are read by two ranks."""
@@ -224,7 +224,7 @@ class RankOrderPadded(DynamicBatchLoader):
         return -(-self.num_samples // self.config.dp_size)
 
 
-@loader_mutant("balanced-lookahead-plus-one", replaces="loader:main")
+@loader_mutant("balanced-lookahead-plus-one", replaces="loader:main", aims_at="balanced_order")
 class BalancedLookaheadPlusOne(DynamicBatchLoader):
     """order='balanced' lets a sample move one place further than ``lookahead`` (the deadline test
     off by one)."""
@@ -272,7 +272,7 @@ class OverflowSequencer(Sequencer):
         return super().arrive(key, item, size)
 
 
-@loader_mutant("reorder-overflow-released", replaces="loader:main")
+@loader_mutant("reorder-overflow-released", replaces="loader:main", aims_at="reorder_exact")
 class ReorderOverflowReleased(DynamicBatchLoader):
     """The reorder buffer releases an early arrival when it is full instead of holding it
     (``OverflowSequencer``): with torch dispatching out of order, in_order=True is then out of order."""
@@ -327,7 +327,7 @@ class LedgerAheadAsRange(DynamicBatchLoader):
         return state
 
 
-@loader_mutant("max-steps-overshoot", replaces="loader:main")
+@loader_mutant("max-steps-overshoot", replaces="loader:main", aims_at="dp_step_counts")
 class MaxStepsOvershoot(DynamicBatchLoader):
     """The run's bound compares with ``>`` where ``>=`` was meant (EpochLoader.stopped): every rank yields
     max_steps + 1 steps, one step past where the trainer's schedule (and its partners) end."""
