@@ -73,10 +73,13 @@ def roundtrip(state: Any, codec: str) -> Any:
 
 
 def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of, codec: str | None = None,
-                 first_epoch: int = 0, on_loader: Callable[[Any], None] | None = None) -> Transcript:
+                 first_epoch: int = 0, on_loader: Callable[[Any], None] | None = None,
+                 break_after: int | None = None) -> Transcript:
     """Iterate epochs ``first_epoch .. scenario.epochs - 1``; after each step count in
     ``scenario.checkpoints`` (and, with ``restore_at_epoch_end``, after every epoch) save the
-    state, close the loader, build a fresh one, restore, and carry on.
+    state, close the loader, build a fresh one, restore, and carry on. With ``break_after``, epoch
+    0's loop breaks once it has taken that many steps (counting those after a restore) and the
+    trainer goes on to epoch 1, as a loop bounded by steps per epoch does.
 
     The state travels through JSON, as a checkpoint file would, unless the target says its state
     holds tensors or objects (``codec="pickle"``, or ``make.state_codec = "pickle"``, as torchdata's does).
@@ -106,18 +109,20 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
         for epoch in range(first_epoch, scenario.epochs):
             loader.set_epoch(epoch)
             it = iter(loader)
-            while True:
+            taken = 0
+            while not (epoch == 0 and break_after is not None and taken >= break_after):
                 try:
                     step = next(it)
                 except StopIteration:
                     break
                 steps.append((epoch, ids_of(step)))
                 n += 1
+                taken += 1
                 for _ in range(points.get(n, 0)):
                     loader = restore(loader, epoch)
                     loader.set_epoch(epoch)
                     it = iter(loader)
-            it = None  # the finished iterator goes before a restore builds new workers
+            it = None  # the finished (or abandoned) iterator goes before a restore builds new workers
             if on_loader is not None:
                 on_loader(loader)
             if scenario.restore_at_epoch_end and epoch < scenario.epochs - 1:

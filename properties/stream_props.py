@@ -11,14 +11,13 @@ iterates again (``iter()`` once more, as a trainer that resumes mid-epoch does);
 
 from __future__ import annotations
 
-import json
 import math
-import pickle
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .errors import PropertyViolation
+from .loader_props import run_schedule
 from .stream_scenarios import StreamScenario, source_of
 
 
@@ -42,45 +41,12 @@ class StreamTranscript:
 
 def run_stream(make: Callable[[StreamScenario], Any], sc: StreamScenario, *, ids_of: Callable[[Any], tuple],
                codec: str = "pickle", first_epoch: int = 0) -> StreamTranscript:
-    points = Counter(sc.checkpoints)
-    loader = make(sc)
-    steps: list[tuple[int, tuple]] = []
-    n = 0
-
-    def restore(loader):
-        state = loader.state_dict()
-        state = json.loads(json.dumps(state)) if codec == "json" else pickle.loads(pickle.dumps(state))
-        loader.close()
-        fresh = make(sc)
-        fresh.load_state_dict(state)
-        return fresh
-
-    try:
-        for _ in range(points.pop(0, 0)):
-            loader = restore(loader)
-        for epoch in range(first_epoch, sc.epochs):
-            loader.set_epoch(epoch)
-            it = iter(loader)
-            k = 0
-            while not (epoch == 0 and sc.break_after is not None and k >= sc.break_after):
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    break
-                steps.append((epoch, tuple(ids_of(batch))))
-                n += 1
-                k += 1
-                for _ in range(points.get(n, 0)):
-                    it = None
-                    loader = restore(loader)
-                    loader.set_epoch(epoch)
-                    it = iter(loader)
-            it = None
-            if sc.restore_at_epoch_end and epoch < sc.epochs - 1:
-                loader = restore(loader)
-    finally:
-        loader.close()
-    return StreamTranscript(steps)
+    """The loader suite's trainer loop (``loader_props.run_schedule``) over a stream scenario: the
+    state is saved while the epoch's iterator is still alive, as a trainer saves inside its loop,
+    and epoch 0's loop breaks after ``sc.break_after`` batches."""
+    t = run_schedule(make, sc, ids_of=lambda batch: tuple(ids_of(batch)), codec=codec, first_epoch=first_epoch,
+                     break_after=sc.break_after)
+    return StreamTranscript(t.steps)
 
 
 def schedule(sc: StreamScenario) -> str:
