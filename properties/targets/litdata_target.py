@@ -84,14 +84,17 @@ def ids_of(batch: Any) -> tuple:
 
 
 class LitdataLoader(DelegatingLoader):
-    def __init__(self, sc: StreamScenario):
+    """``classes``: where the loader and the mixtures come from (default: litdata as released; the
+    fixed target, ``properties.stream_fixes``, passes its patched subclasses)."""
+
+    def __init__(self, sc: StreamScenario, classes: SimpleNamespace | None = None):
         self.sc = sc
         # written before the DP environment is set: BinaryWriter.merge waits for every rank's index
         dirs = [source_dir(k, n, sc.chunk_size) for k, n in enumerate(sc.sources)]
         self._env = {"WORLD_SIZE": str(sc.dp_size), "GLOBAL_RANK": str(sc.dp_rank)}
         self._saved = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)
-        v = lib()
+        v = classes or lib()
         # world_size > 1 forces drop_last=True and warns; pass it only where litdata accepts it
         drop_last = sc.drop_last if sc.dp_size == 1 else True
         datasets = [v.StreamingDataset(d, shuffle=sc.shuffle, seed=sc.seed, drop_last=drop_last) for d in dirs]

@@ -1,0 +1,278 @@
+"""The streaming loaders' findings fixed: each proposed upstream fix as a patch, and the targets
+that run them (docs/litdata-0.2.76-conformance.md, docs/hf-datasets-5.2.0-conformance.md).
+
+Each patch is a subclass of the library's own class whose overriding method is the library's
+function, copied, with only the change its fix describes (marked with the fix's id); a loader
+built with ``fixes=()`` behaves as released. Nothing is patched globally: the adapters build
+their loaders from these subclasses, so the plain targets in the same process stay as released.
+
+Targets (``MODULE:FACTORY``, usable wherever a target name is):
+
+* ``properties.stream_fixes:litdata_fixed``: litdata 0.2.76 with L1-L4.
+* ``properties.stream_fixes:hf_fixed``: Hugging Face datasets with H1.
+
+``litdata_component(fixes)`` / ``hf_component(fixes)`` build the component with any subset, so a
+test can check a finding's example against its own fix alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Iterable
+
+from .targets.base import Target
+from .targets.stream import StreamComponent
+
+LITDATA_FIXES: dict[str, str] = {
+    "L1": "only the first iter() after load_state_dict resumes, and a state records whether its epoch was still "
+          "open (a loop that broke early closed it), so a restored loader resumes only an open epoch",
+    "L2": "a cycling ParallelStreamingDataset's epoch (resumed, or continued across epochs) routes its first batch "
+          "to the worker after the last one that delivered, and its per-worker counters start at that same worker "
+          "(restore is kept during the iteration, and load_state_dict starts a fresh cycle of worker indices)",
+    "L3": "an open epoch that had delivered all its batches restores as open: the next iter() ends it (no batch) "
+          "instead of starting the next epoch",
+    "L4": "a CombinedStreamingDataset worker starts from the restored counts and positions once: a persistent "
+          "worker's later epochs start fresh",
+    "L5": "CombinedStreamingDataset.__len__ measures with the loader's batch size and workers instead of setting "
+          "batch size 1 and one worker on its sources",
+    "L6": "StreamingDataset.load_state_dict takes the state's epoch, so a state saved again before the first batch "
+          "after a resume names the restored epoch, not the constructor's",
+}
+HF_FIXES: dict[str, str] = {}
+ALL_LITDATA = tuple(LITDATA_FIXES)
+
+
+def _register(cls: type) -> type:
+    # Built lazily (the extra may be absent); registered here under its own name so that a worker
+    # started with 'spawn' can unpickle an instance.
+    cls.__module__ = __name__
+    cls.__qualname__ = cls.__name__
+    globals()[cls.__name__] = cls
+    return cls
+
+
+# ---- litdata 0.2.76 --------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def litdata_classes() -> SimpleNamespace:
+    """litdata's classes with the fixes as subclasses; each instance is told which fixes are on."""
+    from .targets import litdata_target
+
+    v = litdata_target.lib()
+    import litdata.streaming.dataloader as D
+    from torch.utils.data import DataLoader
+
+    StreamingDataLoader = v.StreamingDataLoader
+
+    class FixedStreamingDataLoader(StreamingDataLoader):
+        def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._fixes = frozenset(fixes)
+            self._pending_resume = False   # L1/L3: load_state_dict ran and no iter() has been made since
+            self._live = False             # L1/L3: an iterator of this epoch is started and not ended or closed
+            self._drain = False            # L3: the restored epoch had delivered everything but was not ended
+            self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
+
+        def __iter__(self):
+            resuming, self._pending_resume = self._pending_resume, False
+            if "L1" in self._fixes and not resuming:
+                # L1: restore is honoured by the first iter() after load_state_dict only; any later iter()
+                # starts a new epoch, as it does on a loader that was never restored.
+                self.restore = False
+            if "L3" in self._fixes and self._drain:
+                if resuming:
+                    # L3: the restored epoch ends here, as its uninterrupted iterator did
+                    batches = self._drained()
+                    self._unstarted = weakref.ref(batches)
+                    return batches
+                self._drain = False   # that ending iterator was dropped unstarted: this iter() is a new epoch
+            batches = self._tracked(self._iter_batches())
+            # L1: a resumed iterator not started yet holds the epoch open while the trainer keeps it
+            self._unstarted = weakref.ref(batches) if self.restore else None
+            return batches
+
+        def _drained(self):
+            self._unstarted, self._drain = None, False
+            return
+            yield
+
+        def _tracked(self, batches):
+            self._unstarted = None
+            self._live = True
+            try:
+                yield from batches
+            finally:
+                self._live = False
+
+        def _epoch_open(self) -> bool:
+            unstarted = self._unstarted is not None and self._unstarted() is not None
+            return self._live or ((self.restore or self._drain) and (self._pending_resume or unstarted))
+
+        def state_dict(self):
+            state = super().state_dict()
+            if self._fixes & {"L1", "L3"}:
+                state["epoch_open"] = self._epoch_open()
+            return state
+
+        def load_state_dict(self, obj):
+            self._litdata_load(obj)
+            self._pending_resume, self._drain = True, False
+            if "epoch_open" not in obj:
+                return
+            if not obj["epoch_open"] and "L1" in self._fixes:
+                self.restore = False   # L1: the saved epoch had ended or been broken off: iter() starts the next
+            elif obj["epoch_open"] and not self.restore and "L3" in self._fixes:
+                self._drain = True     # L3: litdata reads "everything delivered" as "epoch over"; it was not over
+            if not self.restore and "L2" in self._fixes:
+                # L2: not a resume: the loader is where the uninterrupted one was after its epoch's last batch,
+                # whose worker is the saved one (load_state_dict advanced it as for a resume, and a cycling
+                # dataset's next epoch would count from one worker further on).
+                self._latest_worker_idx = obj["latest_worker_idx"]
+
+        def _litdata_load(self, obj):
+            StreamingDataLoader.load_state_dict(self, obj)
+            if "L2" in self._fixes:
+                # L2: litdata advances the worker cycle it already has (`iter()` of an itertools.cycle is the
+                # cycle itself), so after an epoch transition the counters start at another worker than the
+                # one _try_put_index sends the first batch to; a fresh cycle starts at the worker after the last.
+                self._worker_idx = D.cycle(list(range(self.num_workers if self.num_workers > 0 else 1)))
+                self._worker_idx_iter = iter(self._worker_idx)
+                for _ in range(self._latest_worker_idx):
+                    next(self._worker_idx_iter)
+
+        # litdata 0.2.76 StreamingDataLoader.__iter__ (dataloader.py:831-923), copied; changes marked L2.
+        # Its calls to its own state_dict/load_state_dict are litdata's (with L2's fresh worker cycle), not this
+        # class's; its tracing and profiling lines are left out.
+        def _iter_batches(self):
+            if (
+                isinstance(self.dataset, D.ParallelStreamingDataset)
+                and self.dataset.is_cycling()
+                and self.dataset.resume
+                and self.current_epoch != 0
+            ):
+                if not self.restore:
+                    self._litdata_load(StreamingDataLoader.state_dict(self))
+                    self.current_epoch += 1
+                # L2: was `self.restore = False`, which made _try_put_index route the first batch to worker 0
+                # while the per-worker counters (_latest_worker_idx) continue after the last worker that delivered.
+                self.restore = "L2" in self._fixes
+            elif not self.restore:
+                self._latest_worker_idx = 0
+                self._worker_idx = D.cycle(list(range(self.num_workers if self.num_workers > 0 else 1)))
+                self._worker_idx_iter = iter(self._worker_idx)
+                self._num_samples_yielded_wrapper = {}
+                self._num_samples_yielded_streaming = 0
+                self._num_cycles = {}
+                self.dataset.reset_state_dict()
+                self.current_epoch += 1
+
+            self.dataset.set_epoch(self.current_epoch)
+            if isinstance(self.dataset, D.StreamingDataset):
+                for batch in DataLoader.__iter__(self):
+                    self._latest_worker_idx = next(self._worker_idx_iter)
+                    self._num_samples_yielded_streaming += self.batch_size
+                    yield batch
+            else:
+                self.dataset._set_use_streaming_dataloader(True)
+                for batch in DataLoader.__iter__(self):
+                    self._latest_worker_idx = next(self._worker_idx_iter)
+                    if isinstance(batch, dict) and D.__NUM_SAMPLES_YIELDED_KEY__ in batch:
+                        self._num_samples_yielded_wrapper[self._latest_worker_idx] = [
+                            sample[-1].item() if self.batch_size > 1 else sample.item()
+                            for sample in batch[D.__NUM_SAMPLES_YIELDED_KEY__]
+                        ]
+                        if D.__NUM_CYCLES_KEY__ in batch:
+                            self._num_cycles[self._latest_worker_idx] = [
+                                cycle[-1].item() if self.batch_size > 1 else cycle.item()
+                                for cycle in batch[D.__NUM_CYCLES_KEY__]
+                            ]
+                            self.dataset.update_epoch_counters(self._num_cycles[self._latest_worker_idx])
+                        yield batch[D.__SAMPLES_KEY__]
+                    else:
+                        yield batch
+            self.restore = False
+
+    class FixedStreamingDataset(v.StreamingDataset):
+        def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._fixes = frozenset(fixes)
+
+        def load_state_dict(self, state_dict):
+            super().load_state_dict(state_dict)
+            if state_dict and "L6" in self._fixes:
+                # L6: state_dict() updates the loaded state with this object's current_epoch, which only
+                # __iter__ takes from the state; a state saved before the first batch after a resume named
+                # the constructor's epoch 1.
+                self.current_epoch = state_dict["current_epoch"]
+
+    class FixedCombinedStreamingDataset(v.CombinedStreamingDataset):
+        def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._fixes = frozenset(fixes)
+
+        def __iter__(self):
+            iterator = super().__iter__()
+            if "L4" in self._fixes:
+                # L4: the restored counts (and the sources' restored positions) are where this iteration
+                # starts, once; a persistent worker keeps this object, and its next epoch must start fresh.
+                from litdata.utilities.env import _WorkerEnv
+
+                if self._num_samples_yielded is not None:
+                    self._num_samples_yielded.pop(_WorkerEnv.detect().rank, None)
+                for dataset in self._datasets:
+                    dataset._state_dict = None   # not reset_state_dict(): an elastic resume is still under way
+            return iterator
+
+        def __len__(self):
+            if "L5" in self._fixes:
+                # L5: was get_len(1, 1), which sets batch_size 1 and one worker on every source; the loader's
+                # load_state_dict calls len() before its workers fork, so they compared the checkpoint's batch
+                # size with 1 and took the elastic resume, whose chunk plan is not the one the epoch started with.
+                return self.get_len(self.num_workers, self.batch_size)
+            return super().__len__()
+
+    return SimpleNamespace(StreamingDataLoader=_register(FixedStreamingDataLoader),
+                           CombinedStreamingDataset=_register(FixedCombinedStreamingDataset),
+                           StreamingDataset=_register(FixedStreamingDataset), ParallelStreamingDataset=v.ParallelStreamingDataset,
+                           BinaryWriter=v.BinaryWriter, version=v.version)
+
+
+def _with_fixes(classes: SimpleNamespace, fixes: tuple[str, ...]) -> SimpleNamespace:
+    return SimpleNamespace(**{**vars(classes),
+                              "StreamingDataLoader": functools.partial(classes.StreamingDataLoader, fixes=fixes),
+                              "CombinedStreamingDataset": functools.partial(classes.CombinedStreamingDataset,
+                                                                            fixes=fixes),
+                              "StreamingDataset": functools.partial(classes.StreamingDataset, fixes=fixes)})
+
+
+def _check(fixes: Iterable[str], known: dict[str, str]) -> tuple[str, ...]:
+    fixes = tuple(fixes)
+    bad = [f for f in fixes if f not in known]
+    if bad:
+        raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'}")
+    return fixes
+
+
+def litdata_component(fixes: Iterable[str] = ALL_LITDATA) -> StreamComponent:
+    from .targets import litdata_target
+
+    fixes = _check(fixes, LITDATA_FIXES)
+
+    def make_loader(sc):
+        return litdata_target.LitdataLoader(sc, _with_fixes(litdata_classes(), fixes))
+
+    return replace(litdata_target.component(), make_loader=make_loader)
+
+
+def litdata_fixed() -> Target:
+    from .targets import litdata_target
+
+    name = "properties.stream_fixes:litdata_fixed"
+    if not litdata_target.available():
+        return Target(name=name, description="litdata with fixes", unavailable=litdata_target.MISSING)
+    return Target(name=name, components=(litdata_component(),),
+                  description="litdata 0.2.76 with the report's proposed fixes " + ", ".join(LITDATA_FIXES) +
+                              " patched in (properties.stream_fixes)")
