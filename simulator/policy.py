@@ -41,7 +41,7 @@ K = 1024
 DEFAULT_BUDGETS = (128 * K, 256 * K, 512 * K, 1024 * K, 2048 * K)
 DEFAULT_DP = (1, 2, 4, 8)
 DEFAULT_WORKLOADS = ("seed", "seed_8w", "mix")
-DEFAULT_GATES = ("fixed:200", "context_aware", "token_aware", "warmup_ramp:24:200:0:100")
+DEFAULT_GATES = ("fixed:200", "context_aware", "token_aware", "warmup_ramp:24:200:0:100", "auto")
 DEFAULT_HOURS = (1.0, 6.0, 24.0)
 #: The fixed sizes the oracle (and advise) search.
 FIXED_SEARCH = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100, 200)
@@ -103,12 +103,19 @@ class GateAdvice:
     label: str
     score: float                       # worst ratio over hours to the advice stream's best fixed size
     best_fixed: dict                   # hour -> (label, tokens) on the advice stream
-    candidates: dict                   # label -> {hour: tokens}
+    candidates: dict                   # label -> {hour: tokens, the step in progress pro rata}
     runs: dict                         # label -> TrainingRun (advice stream)
 
 
 def _tokens(run: TrainingRun, hours: Sequence[float]) -> dict[str, int]:
     return run.tokens_by_hour(hours)
+
+
+def _rate_tokens(run: TrainingRun, hours: Sequence[float]) -> dict[str, float]:
+    """What advice is chosen on: tokens by each hour with the step in progress counted pro rata
+    (``TrainingRun.tokens_at_rate_by``), so the choice follows the advice stream's rate and not where
+    its step ends happen to fall; the scored stream is judged on whole steps."""
+    return {hour_key(h): run.tokens_at_rate_by(h * HOUR) for h in hours}
 
 
 def best_by_hour(table: dict[str, dict[str, int]], hours: Sequence[float]) -> dict[str, tuple[str, int]]:
@@ -150,7 +157,8 @@ def advise_gate(trainer: Trainer, budget: int, dp: int, hours: Sequence[float],
                 sizes: Sequence[int] = FIXED_SEARCH) -> GateAdvice:
     """Choose a gate on ``trainer``'s stream: the fixed sizes, then ramps between the per-hour winners.
 
-    The score of a gate is its worst ratio, over ``hours``, to the best fixed size at that hour;
+    The score of a gate is its worst ratio, over ``hours``, to the best fixed size at that hour, on
+    tokens with the step in progress counted pro rata (``_rate_tokens``);
     the highest score wins (ties: fixed before ramps, smaller before larger: the simpler gate).
     """
     runs: dict[str, TrainingRun] = {}
@@ -158,11 +166,11 @@ def advise_gate(trainer: Trainer, budget: int, dp: int, hours: Sequence[float],
     for n in sizes:
         lab = f"fixed:{n}"
         runs[lab] = trainer.run(budget, lab, dp)
-        table[lab] = _tokens(runs[lab], hours)
+        table[lab] = _rate_tokens(runs[lab], hours)
     best = best_by_hour(table, hours)
     for lab in ramp_candidates(best, sizes):
         runs[lab] = trainer.run(budget, lab, dp)
-        table[lab] = _tokens(runs[lab], hours)
+        table[lab] = _rate_tokens(runs[lab], hours)
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
     score, _, label = max(scored)
     return GateAdvice(label, score, best, table, runs)
@@ -249,7 +257,8 @@ class PolicyStudy:
                  "advised_gate": advice.label, "advised_ratio": ratio,
                  "advised_score_on_advice_stream": advice.score,
                  "fixed_200_ratio": ratio_of("fixed:200"), "context_aware_ratio": ratio_of("context_aware"),
-                 "warmup_ramp_ratio": {g: ratio_of(g) for g in cfg.gates if g.startswith("warmup_ramp")}}
+                 "warmup_ramp_ratio": {g: ratio_of(g) for g in cfg.gates if g.startswith("warmup_ramp")},
+                 "auto_ratio": ratio_of("auto")}
         entry["goal_met"] = all(r >= GOAL_RATIO for r in ratio.values())
         beats = {}
         for other in ("fixed:200", "context_aware"):
@@ -321,3 +330,108 @@ def _miss_reason(ratio: dict, advice: GateAdvice, best: dict, advised: dict, ste
 
 def with_step(config: PolicyConfig, step: StepModel) -> PolicyConfig:
     return replace(config, step=step)
+
+
+# ---- gate='auto': one schedule per budget, derived over the grid ------------------------------
+
+#: What ``derive_auto`` tries per budget: every fixed size of ``FIXED_SEARCH`` up to 64 (a fixed size
+#: is a ramp that starts full) and warm-up ramps from a small minimum to a larger one.
+AUTO_STARTS = (2, 4, 8, 16, 32)
+AUTO_FULLS = (16, 32, 64)
+AUTO_RAMPS = (10, 100)
+AUTO_FIXED = (2, 4, 8, 16, 32, 48, 64)
+
+
+def auto_candidates(sizes: Sequence[int] = FIXED_SEARCH) -> list[str]:
+    out = [ramp_label(n, n, 0, 0) for n in AUTO_FIXED if n in sizes]
+    out += [ramp_label(s, f, 0, r) for s in AUTO_STARTS for f in AUTO_FULLS if f > s for r in AUTO_RAMPS]
+    return out
+
+
+def _auto_point(config: PolicyConfig, budget: int, dp: int, workload: str, candidates: Sequence[str]) -> dict:
+    """Every candidate's worst-hour ratio to the per-hour best fixed size, on the *advice* stream of one point."""
+    study = PolicyStudy(config)
+    trainer = study.trainer(workload, config.seed + ADVICE_SEED_OFFSET)
+    fixed = {f"fixed:{n}": _tokens(trainer.run(budget, f"fixed:{n}", dp), config.hours) for n in config.fixed_search}
+    best = best_by_hour(fixed, config.hours)
+    ratios = {}
+    for lab in candidates:
+        start, full = lab.split(":")[1:3]
+        same = f"fixed:{start}" if start == full else None
+        toks = fixed[same] if same in fixed else _tokens(trainer.run(budget, lab, dp), config.hours)
+        ratios[lab] = worst_ratio(toks, best)
+    return {"budget": budget, "dp": dp, "workload": workload, "ratios": ratios}
+
+
+def derive_auto(config: PolicyConfig = PolicyConfig(), jobs: int = 1,
+                progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """Choose ``gate='auto'``'s row for each budget of ``config``: over its points (every DP size and
+    workload), on the advice streams (never the scored ones the study judges it on), the candidate
+    whose *lowest* worst-hour ratio to the per-hour best fixed size is highest (maximin: a default must
+    not lose badly anywhere); ties go to the higher mean ratio, then to the simpler schedule (fewer
+    ramp steps, smaller sizes). Returns every candidate's figures, so the choice can be checked."""
+    cands = auto_candidates(config.fixed_search)
+    pts = [(b, d, w) for b in config.budgets for d in config.dp_sizes for w in config.workloads]
+    results = [None] * len(pts)
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            futs = {ex.submit(_auto_point, config, *p, cands): i for i, p in enumerate(pts)}
+            for done, fut in enumerate(as_completed(futs)):
+                results[futs[fut]] = fut.result()
+                if progress:
+                    progress(done + 1, len(pts), "auto")
+    else:
+        for i, p in enumerate(pts):
+            results[i] = _auto_point(config, *p, cands)
+            if progress:
+                progress(i + 1, len(pts), "auto")
+    table = {}
+    for b in config.budgets:
+        mine = [r for r in results if r["budget"] == b]
+        scored = []
+        for i, lab in enumerate(cands):
+            rs = [r["ratios"][lab] for r in mine]
+            _, s, f, h, ramp = lab.split(":")
+            scored.append((min(rs), sum(rs) / len(rs), -int(ramp), -int(f), -int(s), -i, lab))
+        scored.sort(reverse=True)
+        top = scored[0]
+        _, s, f, h, r = top[-1].split(":")
+        table[b] = {"row": (int(s), int(f), int(h), int(r)), "label": top[-1], "min_ratio": top[0],
+                    "mean_ratio": top[1],
+                    "runner_up": {"label": scored[1][-1], "min_ratio": scored[1][0], "mean_ratio": scored[1][1]},
+                    "fixed_best": max(((x[0], x[1], x[-1]) for x in scored if x[-1].split(":")[1] == x[-1].split(":")[2]),
+                                      default=None)}
+    return {"table": table, "points": results, "candidates": cands}
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m simulator.policy derive-auto [--jobs N] [--json]``: the derivation of dynbsz's AUTO_TABLE."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m simulator.policy")
+    ap.add_argument("command", choices=["derive-auto"])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    check_int("jobs", args.jobs, minimum=1)
+    t0 = time.perf_counter()
+    out = derive_auto(PolicyConfig(), jobs=args.jobs)
+    out["seconds"] = time.perf_counter() - t0
+    if args.json:
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    for b, e in out["table"].items():
+        print(f"{budget_label(b):>5}: {e['label']:28} min {e['min_ratio']:.3f} mean {e['mean_ratio']:.3f}; runner-up "
+              f"{e['runner_up']['label']} ({e['runner_up']['min_ratio']:.3f}); best fixed {e['fixed_best']}")
+    rows = ", ".join(f"{b}: {tuple(e['row'])}" for b, e in out["table"].items())
+    print(f"AUTO_TABLE = {{{rows}}}  ({out['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -97,3 +97,19 @@ def test_warmup_ramp_and_auto_gate_specs(tmp_path):
         parse_gate(f"auto:{advice}")
     with pytest.raises(ConfigError, match="no such file"):
         parse_gate(f"auto:{tmp_path / 'missing.json'}")
+
+
+def test_derive_auto_takes_the_maximin_candidate_over_the_budgets_points():
+    from simulator.policy import derive_auto
+
+    cfg = PolicyConfig(budgets=(512 * K,), dp_sizes=(1, 2), workloads=("seed",), hours=(1.0, 3.0),
+                       fixed_search=(4, 8, 24), gates=())
+    out = derive_auto(cfg)
+    assert len(out["points"]) == 2 and all(p["budget"] == 512 * K for p in out["points"])
+    worst = {lab: min(p["ratios"][lab] for p in out["points"]) for lab in out["candidates"]}
+    row = out["table"][512 * K]
+    assert row["min_ratio"] == max(worst.values()) == worst[row["label"]]
+    assert row["label"] == "warmup_ramp:{}:{}:{}:{}".format(*row["row"])
+    # a fixed size is a ramp that starts full: only the searched ones are candidates
+    assert {c for c in out["candidates"] if c.split(":")[1] == c.split(":")[2]} == {
+        "warmup_ramp:4:4:0:0", "warmup_ramp:8:8:0:0"}

@@ -139,3 +139,12 @@ def test_bad_training_config_names_the_setting():
         TrainingConfig(horizon_s=None, max_tokens=None)
     with pytest.raises(ConfigError, match="max_tokens"):
         TrainingConfig(max_tokens=0)
+
+
+def test_tokens_at_rate_counts_the_step_in_progress_pro_rata():
+    from simulator.training import TrainingRun
+
+    run = TrainingRun(512, 1, "fixed:1", np.array([10.0, 20.0]), np.array([100, 300]), 5.0, 5.0, 0.0, 0.0, 1.0, 1, 1)
+    # by hand: step 0 from 5 s to 10 s (100 tokens), step 1 to 20 s (300 more)
+    assert [run.tokens_at_rate_by(t) for t in (4.0, 7.5, 10.0, 15.0, 25.0)] == [0.0, 50.0, 100.0, 250.0, 400.0]
+    assert [run.tokens_by(t) for t in (7.5, 15.0)] == [0, 100]          # whole steps only
