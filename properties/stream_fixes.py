@@ -34,15 +34,28 @@ LITDATA_FIXES: dict[str, str] = {
           "(restore is kept during the iteration, and load_state_dict starts a fresh cycle of worker indices)",
     "L3": "an open epoch that had delivered all its batches restores as open: the next iter() ends it (no batch) "
           "instead of starting the next epoch",
-    "L4": "a CombinedStreamingDataset worker starts from the restored counts and positions once: a persistent "
-          "worker's later epochs start fresh",
+    "L4": "a CombinedStreamingDataset (or non-cycling ParallelStreamingDataset) worker starts from the restored "
+          "counts and positions once: a persistent worker's later epochs start fresh",
     "L5": "CombinedStreamingDataset.__len__ measures with the loader's batch size and workers instead of setting "
           "batch size 1 and one worker on its sources",
     "L6": "StreamingDataset.load_state_dict takes the state's epoch, so a state saved again before the first batch "
           "after a resume names the restored epoch, not the constructor's",
+    "L7": "a CombinedStreamingDataset worker resumes each source from the count it delivered itself, not from the "
+          "sum over workers split as if every worker had delivered whole batches of that source in turn",
 }
-HF_FIXES: dict[str, str] = {}
+HF_FIXES: dict[str, str] = {
+    "H1": "a DataLoader worker loads its saved state only into its own share of the shards, not first into the "
+          "whole dataset's pipeline (whose per-shard lists are longer than the state's)",
+    "H2": "the epoch's shard shuffle is seeded by the dataset's shuffle generator and the epoch, not by the epoch "
+          "alone",
+    "H3": "IterableDataset.state_dict() after load_state_dict() and before iterating returns the loaded state",
+}
+#: no patch (the fix needs an epoch that torchdata's loader does not have): the fixed target holds a resume
+#: whose epoch was broken off early, with two workers or more, to exactly-once instead of batch for batch.
+H4_UNFIXED = ("H4 (no fix patch): after a resume, StatefulDataLoader hands the next iterator the saved worker "
+              "round-robin position even when set_epoch started a new epoch, so that epoch starts at another worker")
 ALL_LITDATA = tuple(LITDATA_FIXES)
+ALL_HF = tuple(HF_FIXES)
 
 
 def _register(cls: type) -> type:
@@ -63,6 +76,7 @@ def litdata_classes() -> SimpleNamespace:
 
     v = litdata_target.lib()
     import litdata.streaming.dataloader as D
+    import litdata.streaming.dataset as D_dataset
     from torch.utils.data import DataLoader
 
     StreamingDataLoader = v.StreamingDataLoader
@@ -200,6 +214,44 @@ def litdata_classes() -> SimpleNamespace:
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
 
+        # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; change marked L7 (posix_fast
+        # prefetching, off here, left out).
+        def _resume(self, workers_chunks, workers_intervals):
+            state = self._state_dict
+            num_workers = state["num_workers"]
+            batch_size = state["batch_size"]
+            num_samples_yielded = self._state_dict["num_samples_yielded"]
+            worker_start = self.distributed_env.global_rank * num_workers
+            worker_end = worker_start + num_workers
+            own = getattr(self, "_own_samples_yielded", None)
+            if own is not None and "L7" in self._fixes:
+                # L7: in a mixture the state's count is the sum over workers, and _replay_sampling splits it as
+                # if each worker had delivered whole batches of this source in turn; the mixture's worker
+                # knows how many this worker delivered.
+                indexes = {w: own for w in range(num_workers)}
+            else:
+                indexes = D_dataset._replay_sampling(num_samples_yielded, batch_size, num_workers)
+            chunks_index, indexes = D_dataset._replay_chunks_sampling(
+                workers_intervals={i: workers_intervals[j] for i, j in enumerate(range(worker_start, worker_end))},
+                indexes=indexes,
+            )
+            worker_rank = self.distributed_env.global_rank * self.worker_env.world_size + self.worker_env.rank
+            worker_local_rank = self.worker_env.rank
+            self.num_chunks = len(workers_intervals[worker_rank])
+            self.worker_next_chunk_index = chunks_index[worker_local_rank]
+            self.worker_chunks = workers_chunks[worker_rank]
+            self.worker_intervals = workers_intervals[worker_rank]
+            if self.worker_next_chunk_index >= self.num_chunks:
+                return
+            interval = self.worker_intervals[self.worker_next_chunk_index]
+            current_indexes = D_dataset.np.arange(interval[1], interval[2])
+            current_indexes = self.shuffler(current_indexes, self._shuffle_num_chunks, self.current_epoch,
+                                            int(self.worker_chunks[self.worker_next_chunk_index]))
+            current_indexes = current_indexes[indexes[worker_local_rank]:]
+            self.upcoming_indexes = D_dataset.deque(current_indexes)
+            self.global_index = indexes[worker_local_rank]
+            self.worker_next_chunk_index += 1
+
         def load_state_dict(self, state_dict):
             super().load_state_dict(state_dict)
             if state_dict and "L6" in self._fixes:
@@ -214,12 +266,18 @@ def litdata_classes() -> SimpleNamespace:
             self._fixes = frozenset(fixes)
 
         def __iter__(self):
+            from litdata.utilities.env import _WorkerEnv
+
+            if "L7" in self._fixes and self._num_samples_yielded is not None:
+                own = self._num_samples_yielded.get(_WorkerEnv.detect().rank) or [0] * len(self._datasets)
+                for dataset, count in zip(self._datasets, own):
+                    dataset._own_samples_yielded = count   # L7: this worker's own count of each source
             iterator = super().__iter__()
+            for dataset in self._datasets:
+                dataset._own_samples_yielded = None
             if "L4" in self._fixes:
                 # L4: the restored counts (and the sources' restored positions) are where this iteration
                 # starts, once; a persistent worker keeps this object, and its next epoch must start fresh.
-                from litdata.utilities.env import _WorkerEnv
-
                 if self._num_samples_yielded is not None:
                     self._num_samples_yielded.pop(_WorkerEnv.detect().rank, None)
                 for dataset in self._datasets:
@@ -234,9 +292,30 @@ def litdata_classes() -> SimpleNamespace:
                 return self.get_len(self.num_workers, self.batch_size)
             return super().__len__()
 
+    class FixedParallelStreamingDataset(v.ParallelStreamingDataset):
+        def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._fixes = frozenset(fixes)
+
+        def __iter__(self):
+            iterator = super().__iter__()
+            if "L4" in self._fixes and not self.is_cycling():
+                # L4, as for CombinedStreamingDataset: a persistent worker's next epoch starts fresh. (A cycling
+                # dataset continues across epochs by design; the loader hands it its position every epoch.)
+                from litdata.utilities.env import _WorkerEnv
+
+                rank = _WorkerEnv.detect().rank
+                for counts in (self._num_samples_yielded, self._num_cycles):
+                    if counts is not None:
+                        counts.pop(rank, None)
+                for dataset in self._datasets:
+                    dataset._state_dict = None
+            return iterator
+
     return SimpleNamespace(StreamingDataLoader=_register(FixedStreamingDataLoader),
                            CombinedStreamingDataset=_register(FixedCombinedStreamingDataset),
-                           StreamingDataset=_register(FixedStreamingDataset), ParallelStreamingDataset=v.ParallelStreamingDataset,
+                           StreamingDataset=_register(FixedStreamingDataset),
+                           ParallelStreamingDataset=_register(FixedParallelStreamingDataset),
                            BinaryWriter=v.BinaryWriter, version=v.version)
 
 
@@ -245,7 +324,9 @@ def _with_fixes(classes: SimpleNamespace, fixes: tuple[str, ...]) -> SimpleNames
                               "StreamingDataLoader": functools.partial(classes.StreamingDataLoader, fixes=fixes),
                               "CombinedStreamingDataset": functools.partial(classes.CombinedStreamingDataset,
                                                                             fixes=fixes),
-                              "StreamingDataset": functools.partial(classes.StreamingDataset, fixes=fixes)})
+                              "StreamingDataset": functools.partial(classes.StreamingDataset, fixes=fixes),
+                              "ParallelStreamingDataset": functools.partial(classes.ParallelStreamingDataset,
+                                                                            fixes=fixes)})
 
 
 def _check(fixes: Iterable[str], known: dict[str, str]) -> tuple[str, ...]:
@@ -276,3 +357,134 @@ def litdata_fixed() -> Target:
     return Target(name=name, components=(litdata_component(),),
                   description="litdata 0.2.76 with the report's proposed fixes " + ", ".join(LITDATA_FIXES) +
                               " patched in (properties.stream_fixes)")
+
+
+# ---- Hugging Face datasets ---------------------------------------------------------------------
+#
+# The pipeline is built by IterableDataset's own methods (shuffle, interleave_datasets,
+# split_dataset_by_node), which return plain IterableDatasets, so these patches are installed on
+# the class once and act only on a dataset that carries ``_stream_fixes`` (set by the adapter on the
+# dataset the loader iterates; it travels to the workers with the dataset).
+
+
+def _fixes_of(ds) -> frozenset:
+    return getattr(ds, "_stream_fixes", frozenset())
+
+
+@functools.lru_cache(maxsize=1)
+def install_hf_patches() -> None:
+    import datasets.iterable_dataset as I
+    import numpy as np
+
+    cls = I.IterableDataset
+    released_prepare, released_load = cls._prepare_ex_iterable_for_iteration, cls.load_state_dict
+
+    def shuffle_generator(ex_iterable):
+        while ex_iterable is not None:
+            if isinstance(ex_iterable, I.BufferShuffledExamplesIterable):
+                return ex_iterable.generator
+            ex_iterable = getattr(ex_iterable, "ex_iterable", None)
+        return None
+
+    # datasets 5.2.0 IterableDataset._prepare_ex_iterable_for_iteration (iterable_dataset.py:2958-3033),
+    # copied; changes marked H1 and H2 (its log lines are left out).
+    def prepare(self, batch_size: int = 1, drop_last_batch: bool = False):
+        fixes = _fixes_of(self)
+        if not fixes:
+            return released_prepare(self, batch_size=batch_size, drop_last_batch=drop_last_batch)
+        ex_iterable = self._ex_iterable
+
+        if self.epoch:
+            generator = np.random.default_rng(self.epoch)
+            shuffled = shuffle_generator(ex_iterable) if "H2" in fixes else None
+            if shuffled is not None:
+                # H2: was default_rng(epoch), one permutation per epoch for every dataset and seed (for 4 shards
+                # epoch 1's is the identity, so epoch 1 replayed epoch 0); seeded from the dataset's own generator.
+                generator = np.random.default_rng([int(I.deepcopy(shuffled).integers(0, 1 << 63)), int(self.epoch)])
+            try:
+                ex_iterable = ex_iterable.shuffle_data_sources(generator)
+            except I.DataSourcesShufflingDisallowed:
+                pass
+            ex_iterable = I.shift_ex_examples_rngs(ex_iterable, self.epoch)
+
+        if self._distributed:
+            rank = self._distributed.rank
+            world_size = self._distributed.world_size
+            strategy = self._distributed.strategy
+            if strategy == "shards" and ex_iterable.num_shards < world_size:
+                raise ValueError(
+                    f"Cannot iterate with strategy='shards': the dataset now has num_shards={ex_iterable.num_shards}, "
+                    f"which is lower than world_size={world_size}, so some nodes would not be assigned any shard.")
+            if strategy == "shards" or (strategy == "auto" and ex_iterable.num_shards % world_size == 0):
+                ex_iterable = ex_iterable.shard_data_sources(num_shards=world_size, index=rank, contiguous=False)
+            else:
+                ex_iterable = I.StepExamplesIterable(ex_iterable, step=world_size, offset=rank)
+
+        if ex_iterable.iter_arrow:
+            ex_iterable = I.RebatchedArrowExamplesIterable(
+                ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch)
+        elif self._formatting and self._formatting.is_table:
+            ex_iterable = I.RebatchedArrowExamplesIterable(
+                ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch, force_convert_to_arrow=True)
+
+        if self._formatting or (self.features and ex_iterable.features != self.features):
+            ex_iterable = I.FormattedExamplesIterable(
+                ex_iterable, formatting=self._formatting, features=self.features,
+                token_per_repo_id=self._token_per_repo_id)
+
+        self._state_dict = {
+            "examples_iterable": ex_iterable._init_state_dict(),
+            "epoch": self.epoch,
+        }
+        # H1: in a DataLoader worker the saved state is that worker's share of the shards; _iter_pytorch
+        # loads it after splitting the shards by worker. Loading it here too, into the whole dataset's
+        # pipeline, raised IndexError wherever the state holds per-shard lists.
+        in_worker = "H1" in fixes and _torch_worker() is not None
+        if self._starting_state_dict and self.epoch == self._starting_state_dict["epoch"] and not in_worker:
+            ex_iterable.load_state_dict(self._starting_state_dict["examples_iterable"])
+            self._state_dict["examples_iterable"] = ex_iterable._state_dict
+        return ex_iterable
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        released_load(self, state_dict)
+        if "H3" in _fixes_of(self):
+            # H3: the state is applied when iteration starts; until then, it is still the state to save
+            self._state_dict = I._fast_copy(state_dict)
+
+    cls._prepare_ex_iterable_for_iteration = prepare
+    cls.load_state_dict = load_state_dict
+
+
+def _torch_worker():
+    import torch.utils.data
+
+    return torch.utils.data.get_worker_info()
+
+
+def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
+    from .targets import hf_iterable
+
+    fixes = frozenset(_check(fixes, HF_FIXES))
+    install_hf_patches()
+
+    def make_loader(sc):
+        return hf_iterable.HFLoader(sc, fixes=fixes)
+
+    def resume_promise(sc):
+        level, reason = hf_iterable.resume_promise(sc)
+        if level == "exact" and sc.break_after is not None and sc.num_workers >= 2:
+            return "once", H4_UNFIXED
+        return level, reason
+
+    return replace(hf_iterable.component(), make_loader=make_loader, resume_promise=resume_promise)
+
+
+def hf_fixed() -> Target:
+    from .targets import hf_iterable
+
+    name = "properties.stream_fixes:hf_fixed"
+    if not hf_iterable.available():
+        return Target(name=name, description="Hugging Face datasets with fixes", unavailable=hf_iterable.MISSING)
+    return Target(name=name, components=(hf_component(),),
+                  description=f"Hugging Face datasets {hf_iterable.version()} with the report's proposed fixes "
+                              + ", ".join(HF_FIXES) + " patched in (properties.stream_fixes)")
