@@ -92,7 +92,7 @@ class DeliveryLedger:
 
 
 #: How much a waiting sample's cost counts towards placing it now, at its full lookahead (linear in the
-#: wait before that): 0.3 measured best of 0, 0.1, 0.3 on the skew traces the simulator compares (bench mix
+#: wait before that): 0.3 measured best of 0, 0.1, 0.3, 0.5, 0.6 on the skew traces the simulator compares (bench mix
 #: seeds 0 and 1, the skew property's mix, a three-source mix, a per-token mix; docs/ordering.md). Without
 #: it a costly sample waits until its deadline forces it into whatever slot comes, where it stalls the
 #: hand-out; with it, it goes earlier where its worker has room.
@@ -130,8 +130,8 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
       slot may take a slow sample too, and while a run lasts the lateness of one round's slow
       samples (estimates are never exact) is absorbed by the next round's work instead of
       idling the workers behind it. A median forecast places them one round at a time, and on
-      noisy estimates falls 0.03-0.05 of plain in_order=False behind at lookahead 32 (measured
-      in the simulator, docs/ordering.md);
+      noisy estimates falls 0.01-0.05 of plain in_order=False's throughput behind at lookahead
+      32 (measured in the simulator, docs/ordering.md);
 
     minus a bonus for a sample that has waited (``URGENCY`` times its cost, in proportion to
     its wait over ``lookahead``), so a slow sample is placed where it fits before its deadline,
@@ -172,7 +172,7 @@ def balanced_order(order: np.ndarray, costs: np.ndarray, *, num_workers: int, pr
             task_cost = 0.0
             size = min(B, m - j * B)
             previous = handout[-1] if handout else 0.0
-            k = j + W - window                     # handing out task k dispatches this worker's next-but-(P-1)
+            k = j + W - window                     # handing out task k dispatches task j + W, this worker's next
             ready = handout[k] if 0 <= k < j else (previous if k == j else 0.0)
             target = max(previous + cadence, task_start)
             # when each other worker runs dry if its next dispatch waits: prefetch_factor tasks on
