@@ -212,11 +212,11 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
 #: the end rows). How the rows were chosen: docs/simulator.md, "The auto gate" (over the policy study's
 #: grid, on the advice streams, never the scored ones: ``python -m simulator.policy derive-auto``).
 AUTO_TABLE: dict[int, tuple[int, int, int, int]] = {
-    128 * 1024: (4, 8, 0, 50),
-    256 * 1024: (4, 8, 0, 50),
-    512 * 1024: (4, 8, 0, 50),
-    1024 * 1024: (4, 8, 0, 50),
-    2048 * 1024: (4, 8, 0, 50),
+    128 * 1024: (4, 4, 0, 0),        # = fixed:4
+    256 * 1024: (2, 16, 0, 100),
+    512 * 1024: (8, 32, 0, 100),
+    1024 * 1024: (8, 16, 0, 10),
+    2048 * 1024: (16, 64, 0, 10),
 }
 
 

@@ -371,11 +371,11 @@ def ramp_minimum(spec: dict[str, Any], step: int) -> int:
 #: ``gate='auto'``'s documented schedule per budget (start, full, hold_steps, ramp_steps), restated from
 #: docs/simulator.md ("The auto gate"), not read from dynbsz: a table changed in one place only fails here.
 AUTO_DOCUMENTED = {
-    128 * 1024: (4, 8, 0, 50),
-    256 * 1024: (4, 8, 0, 50),
-    512 * 1024: (4, 8, 0, 50),
-    1024 * 1024: (4, 8, 0, 50),
-    2048 * 1024: (4, 8, 0, 50),
+    128 * 1024: (4, 4, 0, 0),        # = fixed:4
+    256 * 1024: (2, 16, 0, 100),
+    512 * 1024: (8, 32, 0, 100),
+    1024 * 1024: (8, 16, 0, 10),
+    2048 * 1024: (16, 64, 0, 10),
 }
 
 

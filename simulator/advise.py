@@ -60,19 +60,23 @@ class Candidate:
             d["cost_model"] = lc.cost_model.to_dict() if lc.cost_model is not None else None
         return d
 
-    def gate_json(self) -> dict:
-        return parse_gate(self.gate).gate_for(1 << 20).spec()
+    def gate_json(self, budget: int) -> dict:
+        return parse_gate(self.gate).gate_for(budget).spec()    # 'auto' resolves per budget
 
     def code(self, budget: int, dp: int) -> str:
         lc = self.loader
         extra = f", order='balanced', lookahead={lc.lookahead}, cost_model=COST_MODEL" if lc.order == "balanced" else ""
-        g = self.gate_json()
+        g = self.gate_json(budget)
         args = ", ".join(f"{k}={v!r}" for k, v in g.items() if k not in ("kind", "policy"))
         cls = {"fixed": "FixedGate", "warmup_ramp": "WarmupRampGate", "token_aware": "TokenAwareGate"}[g["kind"]]
+        if g.get("policy") == "auto":
+            cls, line = "resolve_gate", f"gate = resolve_gate('auto', budget={budget})   # {args}"
+        else:
+            line = f"gate = {cls}({args})"
         return (f"from dynbsz import PackerConfig, {cls}\n"
                 f"from dynbsz.loader_config import LoaderConfig\n"
                 f"packer = PackerConfig(budget={budget})\n"
-                f"gate = {cls}({args})\n"
+                f"{line}\n"
                 f"loader = LoaderConfig(num_workers={lc.num_workers}, prefetch_factor={lc.prefetch_factor}, "
                 f"in_order={lc.in_order}{extra}, dp_size={dp})")
 
@@ -173,7 +177,7 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
 
 
 def _entry(c: Candidate, hours, budget: int, dp: int) -> dict:
-    return {"loader": c.loader_json(), "gate": c.gate_json(), "gate_label": c.gate, "predicted": c.predicted(hours),
+    return {"loader": c.loader_json(), "gate": c.gate_json(budget), "gate_label": c.gate, "predicted": c.predicted(hours),
             "code": c.code(budget, dp)}
 
 

@@ -168,7 +168,8 @@ def advise_gate(trainer: Trainer, budget: int, dp: int, hours: Sequence[float],
         runs[lab] = trainer.run(budget, lab, dp)
         table[lab] = _rate_tokens(runs[lab], hours)
     best = best_by_hour(table, hours)
-    for lab in ramp_candidates(best, sizes):
+    # dynbsz's gate='auto' (the grid's maximin schedule for the budget) is a candidate too: a robust prior
+    for lab in ramp_candidates(best, sizes) + ["auto"]:
         runs[lab] = trainer.run(budget, lab, dp)
         table[lab] = _rate_tokens(runs[lab], hours)
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
