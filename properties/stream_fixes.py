@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterable
 
@@ -488,3 +489,30 @@ def hf_fixed() -> Target:
     return Target(name=name, components=(hf_component(),),
                   description=f"Hugging Face datasets {hf_iterable.version()} with the report's proposed fixes "
                               + ", ".join(HF_FIXES) + " patched in (properties.stream_fixes)")
+
+
+# ---- the pins --------------------------------------------------------------------------------
+
+#: every finding's minimal example, one corpus file each, named by its ``finding`` field
+STREAM_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "regressions" / "streams"
+
+
+def pinned(prefix: str) -> dict[str, Path]:
+    """Finding id -> its corpus file, for the findings whose id starts with ``prefix`` (L: litdata, H: HF)."""
+    from . import corpus
+
+    out = {}
+    for path in corpus.files(STREAM_CORPUS):
+        finding = corpus.load(path).get("finding", "")
+        if finding.startswith(prefix):
+            out[finding] = path
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0][1:])))
+
+
+def with_fixes(family: str, fixes: Iterable[str]) -> Target:
+    """litdata (``family='litdata'``) or HF (``'hf'``) with exactly ``fixes`` applied, e.g. all but one."""
+    if family not in ("litdata", "hf"):
+        raise ValueError(f"family={family!r}; allowed values: litdata, hf")
+    fixes = tuple(fixes)
+    component = litdata_component(fixes) if family == "litdata" else hf_component(fixes)
+    return Target(name=f"{family}-with-{'+'.join(fixes) or 'no-fix'}", components=(component,))
