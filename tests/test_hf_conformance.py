@@ -1,21 +1,55 @@
-"""Hugging Face datasets' IterableDataset under StatefulDataLoader against the stream properties: the
-target resolves, and each finding is pinned as a strict xfail. Skips when datasets is absent."""
+"""Hugging Face datasets' IterableDataset under torchdata's StatefulDataLoader: conformance pins
+(docs/hf-datasets-5.2.0-conformance.md).
+
+As for litdata (tests/test_litdata_conformance.py): each finding's minimal example is a file of the
+stream corpus (tests/regressions/streams/, its ``finding`` field names it); it fails as released
+(counted only when the replay ran and failed), passes with every proposed fix
+(``properties.stream_fixes:hf_fixed``) and fails with every fix but its own. H4 has no fix patch:
+the fixed target holds it to exactly-once, which it meets. Skips when datasets is absent.
+"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from properties import cli, corpus, suite
 from properties import stream_suite as SS
 from properties.errors import Unsupported
-from properties.stream_scenarios import StreamScenario
+from properties.runner import replay_example
+from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import hf_iterable as H
 from properties.targets import resolve
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
-# H1: shuffled shards (buffer of 1: nothing for a resume to lose) over 2 workers, restored after one
-# batch: a worker's IterableDataset.load_state_dict raises IndexError in _inner_load_state_dict.
-H1 = StreamScenario(sources=(4,), chunk_size=1, num_workers=2, shuffle=True, shuffle_buffer=1, checkpoints=(1,))
+FIXED = "properties.stream_fixes:hf_fixed"
+STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_epochs", "stream_dp_shards", "stream_mixture")
+
+
+def _fixes():
+    from properties import stream_fixes
+
+    return stream_fixes
+
+
+def _pins() -> list[tuple[str, str]]:
+    return [(k, str(v)) for k, v in _fixes().pinned("H").items()] if H.available() else []
+
+
+def _patched() -> list[tuple[str, str]]:
+    return [(k, v) for k, v in _pins() if k in _fixes().HF_FIXES] if H.available() else []
+
+
+def expect_hf_bug(name: str, result) -> None:
+    if result.status == "skip":
+        pytest.fail(f"{name}: the replay did not run ({result.message}); a skip is no evidence of the bug")
+    if result.status == "pass":
+        pytest.fail(f"[XPASS(strict)] {name} passes on datasets {H.version()} as released: fixed upstream?")
+    assert result.status == "fail", result
+    pytest.xfail(f"a datasets {H.version()} / torchdata bug (docs/hf-datasets-5.2.0-conformance.md): {name}: "
+                 f"{result.message}")
 
 
 def test_target_resolves_with_one_stream_component():
@@ -32,6 +66,67 @@ def test_shuffle_buffer_resume_is_not_promised():
         SS.stream_resume(H.component(), StreamScenario(sources=(8,), shuffle=True, shuffle_buffer=4, checkpoints=(1,)))
 
 
-@pytest.mark.xfail(strict=True, reason="H1: resuming shuffled shards over workers raises IndexError")
-def test_H1_shuffled_shards_resume_with_workers():
-    SS.stream_resume(H.component(), H1)
+def test_every_fix_is_pinned_and_h4_is_pinned_without_one():
+    pins = dict(_pins())
+    assert sorted(pins) == sorted([*_fixes().HF_FIXES, "H4"])
+    for finding, path in pins.items():
+        entry = corpus.load(path)
+        expected = {"hf-iterable": "fail"} if finding == "H4" else {"hf-iterable": "fail", FIXED: "pass"}
+        assert entry["expect"] == expected, finding
+        assert decode_stream_scenario(entry["example"]).to_json() == entry["example"]["scenario"]
+
+
+@pytest.mark.parametrize("finding,path", _pins(), ids=[k for k, _ in _pins()])
+def test_finding_fails_on_datasets_as_released(finding, path):
+    expect_hf_bug(finding, corpus.replay(corpus.load(path)))
+
+
+@pytest.mark.parametrize("finding,path", _patched(), ids=[k for k, _ in _patched()])
+def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
+    entry = corpus.load(path)
+    prop = suite.get(entry["property"])
+    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
+    assert fixed.status == "pass", fixed.message
+    others = [f for f in _fixes().HF_FIXES if f != finding]
+    without = replay_example(_fixes().with_fixes("hf", others), prop, entry["component"], entry["example"])
+    assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
+
+
+def test_h4_still_delivers_each_sample_once_and_the_fixed_target_holds_it_to_that():
+    sc = decode_stream_scenario(corpus.load(dict(_pins())["H4"])["example"])
+    SS.stream_exactly_once(H.component(), sc)
+    assert _fixes().hf_component().resume_promise(sc) == ("once", _fixes().H4_UNFIXED)
+    SS.stream_resume(_fixes().hf_component(), sc)
+
+
+def test_patches_leave_a_dataset_without_fixes_as_released():
+    # installed on the class, the patches act only on a dataset that names its fixes
+    from properties import stream_props as S
+
+    _fixes().install_hf_patches()
+    sc = StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=1, num_workers=0)
+    t = S.run_stream(H.component().make_loader, sc, ids_of=H.ids_of)
+    assert t.epoch_ids(0) == t.epoch_ids(1)   # H2 as released: 4 shards, epoch 1 replays epoch 0
+
+
+def _check(capsys, target: str, examples: int) -> tuple[int, dict]:
+    code = cli.main(["check", "--target", target, "--json", "--max-examples", str(examples), "--no-shrink",
+                     "--database", "none", "--seed", "0", *[a for p in STREAM_PROPERTIES for a in ("--property", p)]])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_ci_check_of_hf_iterable_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))   # failures go to this test's own scratch directory
+    code, doc = _check(capsys, "hf-iterable", 1)
+    rows = {r["property"]: r for r in doc["results"]}
+    assert doc["target"] == "hf-iterable" and set(rows) == set(STREAM_PROPERTIES)
+    assert all(r["component"] == "stream:hf-iterable" and r["status"] in ("pass", "fail") for r in rows.values())
+    assert code == (1 if any(r["status"] == "fail" for r in rows.values()) else 0)
+
+
+def test_ci_check_of_hf_iterable_with_the_fixes_passes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    code, doc = _check(capsys, FIXED, 2)
+    rows = {r["property"]: r for r in doc["results"]}
+    assert set(rows) == set(STREAM_PROPERTIES)
+    assert code == 0 and all(r["status"] == "pass" and r["examples"] >= 1 for r in rows.values()), rows
