@@ -42,6 +42,18 @@ def _patched() -> list[tuple[str, str]]:
     return [(k, v) for k, v in _pins() if k in _fixes().HF_FIXES] if H.available() else []
 
 
+def _replays_of_epoch_zero(component, seeds) -> int:
+    """How many seeds' epoch 1 is epoch 0 again: 12 samples in 4 shards, shuffle buffer of one sample."""
+    from properties import stream_props as S
+
+    same = 0
+    for seed in seeds:
+        sc = StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=1, seed=seed)
+        t = S.run_stream(component.make_loader, sc, ids_of=component.ids_of)
+        same += t.epoch_ids(0) == t.epoch_ids(1)
+    return same
+
+
 def expect_hf_bug(name: str, result) -> None:
     if result.status == "skip":
         pytest.fail(f"{name}: the replay did not run ({result.message}); a skip is no evidence of the bug")
@@ -66,9 +78,10 @@ def test_shuffle_buffer_resume_is_not_promised():
         SS.stream_resume(H.component(), StreamScenario(sources=(8,), shuffle=True, shuffle_buffer=4, checkpoints=(1,)))
 
 
-def test_every_fix_is_pinned_and_h4_is_pinned_without_one():
+def test_every_finding_but_h2_is_pinned_by_a_corpus_entry():
+    # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed
     pins = dict(_pins())
-    assert sorted(pins) == sorted([*_fixes().HF_FIXES, "H4"])
+    assert sorted(pins) == sorted([f for f in _fixes().HF_FIXES if f != "H2"] + ["H4"])
     for finding, path in pins.items():
         entry = corpus.load(path)
         expected = {"hf-iterable": "fail"} if finding == "H4" else {"hf-iterable": "fail", FIXED: "pass"}
@@ -99,14 +112,37 @@ def test_h4_still_delivers_each_sample_once_and_the_fixed_target_holds_it_to_tha
     SS.stream_resume(_fixes().hf_component(), sc)
 
 
-def test_patches_leave_a_dataset_without_fixes_as_released():
-    # installed on the class, the patches act only on a dataset that names its fixes
-    from properties import stream_props as S
-
+def test_h2_epoch_one_replays_epoch_zero_for_every_seed():
+    # As released the epoch's shard shuffle is default_rng(epoch): the same for every seed, and the
+    # identity for 4 shards at epoch 1. With the fix a seed's epoch 1 repeats epoch 0 by chance (1/24).
+    # The patches are installed on the class first: a dataset that names no fix stays as released.
     _fixes().install_hf_patches()
-    sc = StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=1, num_workers=0)
-    t = S.run_stream(H.component().make_loader, sc, ids_of=H.ids_of)
-    assert t.epoch_ids(0) == t.epoch_ids(1)   # H2 as released: 4 shards, epoch 1 replays epoch 0
+    seeds = range(8)
+    if _replays_of_epoch_zero(H.component(), seeds) != len(seeds):
+        pytest.fail("[XPASS(strict)] H2: epoch 1 no longer replays epoch 0 for every seed: fixed upstream?")
+    assert _replays_of_epoch_zero(_fixes().hf_component(), seeds) <= 2
+    without = _fixes().hf_component([f for f in _fixes().HF_FIXES if f != "H2"])
+    assert _replays_of_epoch_zero(without, seeds) == len(seeds)
+
+
+def test_a_shuffle_buffer_of_one_over_few_shards_is_not_held_to_differ():
+    must, reason = H.reshuffles(StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=1))
+    assert not must and "4 shards" in reason
+    assert H.reshuffles(StreamScenario(sources=(16,), chunk_size=2, shuffle=True, shuffle_buffer=1))[0]
+    assert H.reshuffles(StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=4))[0]
+
+
+# Found by the campaign on the fixed target; open (no fix patch), on datasets as released too.
+# H5: a worker's state saved before its first sample is the main process's, whose weighted interleave
+# generator lacks the worker's shift (shift_ex_examples_rngs in _iter_pytorch); restored in the worker,
+# it replaces the shifted generator and the resumed run draws another interleaving.
+H5 = StreamScenario(sources=(4, 4), mix="combined", weights=(0.5, 0.5), chunk_size=1, num_workers=1,
+                    checkpoints=(0,))
+
+
+@pytest.mark.xfail(strict=True, reason="H5 (open): a state saved before the first sample re-draws a weighted interleave")
+def test_h5_restore_at_step_zero_of_a_weighted_interleave():
+    SS.stream_resume(_fixes().hf_component(), H5)
 
 
 def _check(capsys, target: str, examples: int) -> tuple[int, dict]:

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import math
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -125,6 +126,12 @@ def resume_promise(sc: StreamScenario):
 def epoch_loss(sc: StreamScenario):
     if sc.mix == "combined":
         return None, FIRST_EXHAUSTED
+    restores = len(sc.checkpoints) + sc.restore_at_epoch_end
+    if sc.shuffle and sc.shuffle_buffer > 1 and restores:
+        # each resume may lose what its buffer held; drop_last's loss comes on top
+        held = restores * sc.shuffle_buffer
+        dropped = max(1, sc.num_workers) * sc.batch_size - 1 if sc.drop_last else 0
+        return held + dropped, BUFFER
     if sc.drop_last:
         return max(1, sc.num_workers) * sc.batch_size - 1, "StatefulDataLoader(drop_last=True) drops each " \
                                                            "worker's incomplete last batch of an iterable dataset"
@@ -132,7 +139,26 @@ def epoch_loss(sc: StreamScenario):
 
 
 def dp_loss(sc: StreamScenario):
-    return epoch_loss(sc)[0] * sc.dp_size if sc.drop_last else 0, epoch_loss(sc)[1]
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False)   # the DP property runs no checkpoint
+    return epoch_loss(plain)[0] * sc.dp_size if sc.drop_last else 0, epoch_loss(plain)[1]
+
+
+#: with a shuffle buffer of one sample an epoch's order is its shard order; k shards have k! orders, and
+#: two epochs agree by chance with probability 1/k!: below 8 shards (1/40,320) that is no evidence
+MIN_SHARDS_TO_DIFFER = 8
+
+
+def _shards(sc: StreamScenario) -> int:
+    return sum(max(1, min(n, math.ceil(n / sc.chunk_size))) for n in sc.sources)
+
+
+def reshuffles(sc: StreamScenario):
+    if not sc.shuffle:
+        return False, "shuffle=False keeps one order"
+    if sc.shuffle_buffer <= 1 and _shards(sc) < MIN_SHARDS_TO_DIFFER:
+        return False, (f"a shuffle buffer of one sample orders an epoch by its {_shards(sc)} shards only: two epochs "
+                       f"agree by chance too often to tell (fewer than {MIN_SHARDS_TO_DIFFER} shards)")
+    return True, ""
 
 
 def mixture_weights(sc: StreamScenario) -> tuple[float, ...]:
@@ -143,6 +169,7 @@ def mixture_weights(sc: StreamScenario) -> tuple[float, ...]:
 def component() -> StreamComponent:
     return StreamComponent(name="stream:hf-iterable", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
                            mixes=("single", "combined"), resume_promise=resume_promise, epoch_loss=epoch_loss,
+                           reshuffles=reshuffles,
                            dp_loss=dp_loss, mixture_weights=mixture_weights,
                            knob_notes={"mix": "datasets has no parallel (zip) mixture"})
 
