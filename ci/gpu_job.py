@@ -136,9 +136,10 @@ def _runtime_report(cfg, runtime: str, device: torch.device, overhead_s: float, 
     # like the run it predicts.
     probe(cfg, runtime, device)
     for _ in range(args.repeats):
-        probed = probe(cfg, runtime, device)
         a = run(cfg, runtime, device, steps=cfg.steps)
         measured = figures(a)
+        # after the run: paced by its step compute, as the run's own requests were
+        probed = probe(cfg, runtime, device, pace_s=measured["mean_step_compute_s"])
         pred, one = model_prediction(cfg, runtime, cfg.steps, measured["mean_step_compute_s"], probed, overhead_s)
         repeats.append({"measured": {k: measured[k] for k in ("stall_fraction", "first_micro_batch_s",
                                                              "mean_step_compute_s", "tokens_per_s")},

@@ -23,7 +23,7 @@ import torch
 from ci.gpujob.collate import IGNORE_INDEX, INPUT, LABEL, POSITION, PackedCollate, unpack
 from ci.gpujob.config import SMALL, JobConfig
 from ci.gpujob.model import build_model, packed_loss_sum
-from ci.gpujob.plan import compare, model_prediction, plan_main, plan_streams, predict
+from ci.gpujob.plan import compare, model_prediction, model_probe_wait, plan_main, plan_streams, predict
 from ci.gpujob.report import RESULTS_HEADER, append_results, compare_resume, results_markdown
 from ci.gpujob.train import History
 from dynbsz import ConfigError
@@ -66,7 +66,7 @@ def test_small_job_end_to_end_on_cpu(tmp_path):
         # the comparison is reported (pass/fail), not required: timing on a shared machine is noise
         assert c["repeats"] == 1 and c["stall_measured"] == m["stall_fraction"]
         assert c["stall_predicted"] == p["stall_fraction"] and isinstance(c["ok"], bool)
-        assert p["floor_s"] == r["probe"]["floor_s"] > 0
+        assert 0 <= p["floor_s"] <= r["probe"]["floor_s"] and r["probe"]["pace_s"] == m["mean_step_compute_s"]
         assert r["probe"]["startup_s"] > 0 and set(r["probe"]["first_fetch_s"]) == {"0", "1"}
         assert m["first_micro_batch_s"] > 0 and p["first_micro_batch_s"] > 0
         assert 0.5 < m["fill_mean"] <= 1.0 and 0 < m["fill_min"] <= m["fill_mean"]
@@ -281,7 +281,13 @@ def test_model_prediction_without_a_floor_is_the_loader_model_and_compare_has_to
     _, later = model_prediction(SMALL, "main", 20, 0.01, {**probed, "first_step_s": model_zero + 0.03}, 5e-4)
     assert later["first_micro_batch_s"] == pytest.approx(pure.first_micro_batch_s + 0.03)   # measured cold start
     _, floored = model_prediction(SMALL, "worker", 20, 0.01, {**probed, "floor_s": 0.002}, 5e-4)
-    assert floored["stall_fraction"] >= 0.002 / (0.01 + 0.002) - 1e-9    # every wait holds at least the floor
+    # the floor is the probe's wait less what the model predicts for the probe itself, never below 0
+    explained = model_probe_wait(SMALL, "worker", {**probed, "floor_s": 0.002}, 5e-4)
+    assert floored["floor_s"] == pytest.approx(max(0.0, 0.002 - explained))
+    f = floored["floor_s"]
+    assert floored["stall_fraction"] >= f / (0.01 + f) - 1e-9    # every wait holds at least the floor
+    # paced slowly enough, zero-cost workers are always ahead: the model explains no wait at all
+    assert model_probe_wait(SMALL, "worker", {**probed, "pace_s": 0.5}, 5e-4) == 0.0
     c = compare(0.20, 0.100, 0.25, 0.115)
     assert c["stall_ok"] and c["first_step_ok"] and c["ok"] and c["stall_error_points"] == pytest.approx(0.05)
     c = compare(0.20, 0.100, 0.2501, 0.0849)

@@ -229,8 +229,8 @@ def run(cfg: JobConfig, runtime: str, device: torch.device, *, steps: int, check
     return hist
 
 
-def probe(cfg: JobConfig, runtime: str, device: torch.device, steps: int = 12) -> dict:
-    """The same loader over the same trace at zero decode cost, with no training in between.
+def probe(cfg: JobConfig, runtime: str, device: torch.device, steps: int = 12, pace_s: float = 0.0) -> dict:
+    """The same loader over the same trace at zero decode cost, ``pace_s`` of sleep between steps.
 
     * ``startup_s``: for each worker, when it began its first fetch (seconds after ``iter()``),
       averaged over the workers: the simulator's ``worker_startup_s`` (workers are forked one
@@ -238,7 +238,10 @@ def probe(cfg: JobConfig, runtime: str, device: torch.device, steps: int = 12) -
     * ``first_step_s``: ``iter()`` to the first step in hand at zero cost (for reference);
     * ``floor_s``: median seconds per later step spent in ``next()``: the main process's own
       share of the data path (unpickling results, packing, collating), which no worker hides
-      and the simulator does not model.
+      and the simulator does not model. ``pace_s`` (the job passes the run's mean step compute)
+      gives the workers the time between steps they have in the real run: asked back to back,
+      ``next()`` would also wait for the workers' own per-task time, which the model already
+      counts (``task_overhead_s``), and the floor would count it twice.
     """
     loader = make_loader(cfg, runtime, device, time_scale=0.0, stamped=True)
     t0 = now(device)
@@ -252,6 +255,8 @@ def probe(cfg: JobConfig, runtime: str, device: torch.device, steps: int = 12) -
                 first_step = time.perf_counter() - t0
             else:
                 waits.append(time.perf_counter() - t)
+            if pace_s > 0:
+                time.sleep(pace_s)
             for mb in s.micro_batches:
                 for p in mb.payloads:
                     w, at = p["worker"], p["fetch_start_s"] - t0
@@ -264,4 +269,5 @@ def probe(cfg: JobConfig, runtime: str, device: torch.device, steps: int = 12) -
         raise RuntimeError("the probe loader delivered no step")
     return {"startup_s": sum(first_fetch.values()) / len(first_fetch), "first_step_s": first_step,
             "first_fetch_s": {str(k): v for k, v in sorted(first_fetch.items())},
-            "floor_s": float(sorted(waits)[len(waits) // 2]) if waits else 0.0, "steps": 1 + len(waits)}
+            "floor_s": float(sorted(waits)[len(waits) // 2]) if waits else 0.0, "steps": 1 + len(waits),
+            "pace_s": pace_s}
