@@ -231,9 +231,9 @@ def test_fidelity_command_reports_the_worst_case(capsys):
     code, out, _ = run_cli(capsys, "fidelity", "--quick", "--overhead-ms", "0.3", "--tolerance-ms", "15", "--json")
     doc = json.loads(out)
     s = doc["summary"]
-    assert len(doc["cases"]) == s["cases"] == 5 and s["balanced_cases"] == 1
+    assert len(doc["cases"]) == s["cases"] == 6 and s["balanced_cases"] == 1 and s["reorder_cases"] == 1
     assert {"worst_makespan_error", "worst_near_tie_gap_s", "in_order_true_exact", "balanced_exact",
-            "worst_balanced_makespan_error"} <= set(s)
-    assert s["in_order_true_exact"] and s["balanced_exact"] and (code == 0) == s["all_ok"]
-    assert {"real_fraction_of_limit", "model_fraction_of_limit"} <= set(doc["cases"][-1])
-    assert doc["cases"][-1]["case"]["order"] == "balanced"
+            "worst_balanced_makespan_error", "reorder_exact", "worst_reorder_makespan_error"} <= set(s)
+    assert s["in_order_true_exact"] and s["balanced_exact"] and s["reorder_exact"] and (code == 0) == s["all_ok"]
+    assert {"real_fraction_of_limit", "model_fraction_of_limit"} <= set(doc["cases"][-2])
+    assert doc["cases"][-2]["case"]["order"] == "balanced" and doc["cases"][-1]["case"]["reorder_buffer"]
