@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     bl.add_argument("--prefetch-factor", type=int, default=2)
     bl.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
                     help="lognormal sigma of each sample's true cost around the trace's (what estimates cannot know)")
-    bl.add_argument("--lookahead", type=int, default=16, help="order='balanced' lookahead")
+    bl.add_argument("--lookahead", type=int, default=32, help="order='balanced' lookahead")
     bl.add_argument("--reorder-buffer", type=int, default=64, help="the reorder-buffer row's reorder_buffer")
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)

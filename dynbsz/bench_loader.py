@@ -56,7 +56,7 @@ class _ListSampler(Sampler):
 
 
 def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
-        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 16,
+        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 32,
         reorder_buffer: int = 64) -> list[LoaderBenchRow]:
     """Every row on the same dataset, whose samples sleep their true cost: the trace's (the benchmark mix
     by default) with lognormal noise of ``cost_noise``. The balanced rows order the epoch on exact true

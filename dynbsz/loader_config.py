@@ -88,7 +88,7 @@ class LoaderConfig:
     modality: str = "text"
     micro_batch_size: int = 1
     order: str = "sampler"
-    lookahead: int = 16
+    lookahead: int = 32
     cost_model: CostModel | None = None
     reorder_buffer: int = 0
 
