@@ -136,10 +136,16 @@ def _runtime_report(cfg, runtime: str, device: torch.device, overhead_s: float, 
     # like the run it predicts.
     probe(cfg, runtime, device)
     for _ in range(args.repeats):
+        # The cold start is probed just before the run, from the process state the run starts from (a
+        # process that has just trained forks its workers more slowly); the floor just after it, paced
+        # by the run's step compute as the run's own requests were.
+        cold = probe(cfg, runtime, device, steps=1)
         a = run(cfg, runtime, device, steps=cfg.steps)
         measured = figures(a)
-        # after the run: paced by its step compute, as the run's own requests were
-        probed = probe(cfg, runtime, device, pace_s=measured["mean_step_compute_s"])
+        paced = probe(cfg, runtime, device, pace_s=measured["mean_step_compute_s"])
+        probed = {**paced, "startup_s": cold["startup_s"], "first_step_s": cold["first_step_s"],
+                  "first_fetch_s": cold["first_fetch_s"], "paced_startup_s": paced["startup_s"],
+                  "paced_first_step_s": paced["first_step_s"]}
         pred, one = model_prediction(cfg, runtime, cfg.steps, measured["mean_step_compute_s"], probed, overhead_s)
         repeats.append({"measured": {k: measured[k] for k in ("stall_fraction", "first_micro_batch_s",
                                                              "mean_step_compute_s", "tokens_per_s")},
