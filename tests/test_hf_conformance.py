@@ -30,6 +30,17 @@ UNPATCHED = ("H4", "H6")
 STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_epochs", "stream_dp_shards", "stream_mixture")
 
 
+def first_failure(prop: str, component, sc: StreamScenario) -> str | None:
+    """The property's failure as text, raised by the caller outside the ``except``: a kept exception
+    would hold the failed run's frames, and with them loaders whose crashed workers slowed every later
+    test in the process (26 s instead of 1 s for the next check)."""
+    try:
+        getattr(SS, prop)(component, sc)
+    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def _fixes():
     from properties import stream_fixes
 
@@ -150,7 +161,8 @@ def test_h6_fails_with_every_fix_too():
 
 @pytest.mark.xfail(strict=True, reason="H5 (open): a state saved before the first sample re-draws a weighted interleave")
 def test_h5_restore_at_step_zero_of_a_weighted_interleave():
-    SS.stream_resume(_fixes().hf_component(), H5)
+    failure = first_failure("stream_resume", _fixes().hf_component(), H5)
+    assert failure is None, failure
 
 
 def _check(capsys, target: str, examples: int) -> tuple[int, dict]:
