@@ -139,7 +139,7 @@ def _runtime_report(cfg, runtime: str, device: torch.device, overhead_s: float, 
         # The cold start is probed just before the run, from the process state the run starts from (a
         # process that has just trained forks its workers more slowly); the floor just after it, paced
         # by the run's step compute as the run's own requests were.
-        cold = probe(cfg, runtime, device, steps=1)
+        cold = probe(cfg, runtime, device, steps=4)   # 4: every worker hands over a step (worker runtime)
         a = run(cfg, runtime, device, steps=cfg.steps)
         measured = figures(a)
         paced = probe(cfg, runtime, device, pace_s=measured["mean_step_compute_s"])
