@@ -77,7 +77,7 @@ class RampStartsLate(WarmupRampGate):
         return math.ceil(self.start + (self.full - self.start) * k / (self.ramp_steps + 1))
 
 
-@mutant("auto-skips-warmup", component="gate", replaces="auto")
+@mutant("auto-skips-warmup", component="gate", replaces="auto", aims_at="gate_rule")
 @dataclass(frozen=True)
 class AutoSkipsWarmup(WarmupRampGate):
     """gate='auto' with its warm-up scoped away: the full minimum from step 0, so the first steps wait
