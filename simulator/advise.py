@@ -11,7 +11,7 @@ model) over the user's trace, in two stages so it stays under a minute on 2 core
 
 The recommendation, the runner-up and the defaults (``LoaderConfig()``'s knobs with 2 workers,
 ``fixed:200``) are each predicted in full: first step, tokens by hour, stall, peak memory.
-``reorder_buffer`` is not searched: the model does not cover it yet (docs/simulator.md).
+``reorder_buffer`` is not searched yet, although the loader model covers it (docs/simulator.md).
 """
 
 from __future__ import annotations
