@@ -21,38 +21,19 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import hf_iterable as H
 from properties.targets import resolve
+from tests.stream_pins import STREAM_PROPERTIES, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
 FIXED = "properties.stream_fixes:hf_fixed"
 #: findings without a fix patch: H4 (torchdata's worker order after a break), H6 (a shuffled mixture's runs)
 UNPATCHED = ("H4", "H6")
-STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_epochs", "stream_dp_shards", "stream_mixture")
-
-
-def first_failure(prop: str, component, sc: StreamScenario) -> str | None:
-    """The property's failure as text, raised by the caller outside the ``except``: a kept exception
-    would hold the failed run's frames, and with them loaders whose crashed workers slowed every later
-    test in the process (26 s instead of 1 s for the next check)."""
-    try:
-        getattr(SS, prop)(component, sc)
-    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def _fixes():
-    from properties import stream_fixes
-
-    return stream_fixes
-
-
 def _pins() -> list[tuple[str, str]]:
-    return [(k, str(v)) for k, v in _fixes().pinned("H").items()] if H.available() else []
+    return [(k, str(v)) for k, v in fixes().pinned("H").items()] if H.available() else []
 
 
 def _patched() -> list[tuple[str, str]]:
-    return [(k, v) for k, v in _pins() if k in _fixes().HF_FIXES] if H.available() else []
+    return [(k, v) for k, v in _pins() if k in fixes().HF_FIXES] if H.available() else []
 
 
 def _replays_of_epoch_zero(component, seeds) -> int:
@@ -94,7 +75,7 @@ def test_shuffle_buffer_resume_is_not_promised():
 def test_every_finding_but_h2_is_pinned_by_a_corpus_entry():
     # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed
     pins = dict(_pins())
-    assert sorted(pins) == sorted([f for f in _fixes().HF_FIXES if f != "H2"] + list(UNPATCHED))
+    assert sorted(pins) == sorted([f for f in fixes().HF_FIXES if f != "H2"] + list(UNPATCHED))
     for finding, path in pins.items():
         entry = corpus.load(path)
         expected = {"hf-iterable": "fail"} if finding in UNPATCHED else {"hf-iterable": "fail", FIXED: "pass"}
@@ -113,28 +94,28 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     prop = suite.get(entry["property"])
     fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
     assert fixed.status == "pass", fixed.message
-    others = [f for f in _fixes().HF_FIXES if f != finding]
-    without = replay_example(_fixes().with_fixes("hf", others), prop, entry["component"], entry["example"])
+    others = [f for f in fixes().HF_FIXES if f != finding]
+    without = replay_example(fixes().with_fixes("hf", others), prop, entry["component"], entry["example"])
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
 def test_h4_still_delivers_each_sample_once_and_the_fixed_target_holds_it_to_that():
     sc = decode_stream_scenario(corpus.load(dict(_pins())["H4"])["example"])
     SS.stream_exactly_once(H.component(), sc)
-    assert _fixes().hf_component().resume_promise(sc) == ("once", _fixes().H4_UNFIXED)
-    SS.stream_resume(_fixes().hf_component(), sc)
+    assert fixes().hf_component().resume_promise(sc) == ("once", fixes().H4_UNFIXED)
+    SS.stream_resume(fixes().hf_component(), sc)
 
 
 def test_h2_epoch_one_replays_epoch_zero_for_every_seed():
     # As released the epoch's shard shuffle is default_rng(epoch): the same for every seed, and the
     # identity for 4 shards at epoch 1. With the fix a seed's epoch 1 repeats epoch 0 by chance (1/24).
     # The patches are installed on the class first: a dataset that names no fix stays as released.
-    _fixes().install_hf_patches()
+    fixes().install_hf_patches()
     seeds = range(8)
     if _replays_of_epoch_zero(H.component(), seeds) != len(seeds):
         pytest.fail("[XPASS(strict)] H2: epoch 1 no longer replays epoch 0 for every seed: fixed upstream?")
-    assert _replays_of_epoch_zero(_fixes().hf_component(), seeds) <= 2
-    without = _fixes().hf_component([f for f in _fixes().HF_FIXES if f != "H2"])
+    assert _replays_of_epoch_zero(fixes().hf_component(), seeds) <= 2
+    without = fixes().hf_component([f for f in fixes().HF_FIXES if f != "H2"])
     assert _replays_of_epoch_zero(without, seeds) == len(seeds)
 
 
@@ -161,7 +142,7 @@ def test_h6_fails_with_every_fix_too():
 
 @pytest.mark.xfail(strict=True, reason="H5 (open): a state saved before the first sample re-draws a weighted interleave")
 def test_h5_restore_at_step_zero_of_a_weighted_interleave():
-    failure = first_failure("stream_resume", _fixes().hf_component(), H5)
+    failure = first_failure("stream_resume", fixes().hf_component(), H5)
     assert failure is None, failure
 
 

@@ -24,32 +24,13 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
+from tests.stream_pins import STREAM_PROPERTIES, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
 FIXED = "properties.stream_fixes:litdata_fixed"
-STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_epochs", "stream_dp_shards", "stream_mixture")
-
-
-def first_failure(prop: str, component, sc: StreamScenario) -> str | None:
-    """The property's failure as text, raised by the caller outside the ``except``: a kept exception
-    would hold the failed run's frames, and with them loaders whose crashed workers slowed every later
-    test in the process (26 s instead of 1 s for the next check)."""
-    try:
-        getattr(SS, prop)(component, sc)
-    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def _fixes():
-    from properties import stream_fixes
-
-    return stream_fixes
-
-
 def _pins() -> list[tuple[str, str]]:
-    return [(k, str(v)) for k, v in _fixes().pinned("L").items()] if L.available() else []
+    return [(k, str(v)) for k, v in fixes().pinned("L").items()] if L.available() else []
 
 
 def expect_litdata_bug(name: str, result) -> None:
@@ -72,7 +53,7 @@ def test_plain_epochs_deliver_every_sample_once():
 
 def test_every_fix_is_pinned_and_every_pin_expects_litdata_to_fail_and_the_fixes_to_pass():
     pins = dict(_pins())
-    assert sorted(pins) == sorted(_fixes().LITDATA_FIXES)
+    assert sorted(pins) == sorted(fixes().LITDATA_FIXES)
     for finding, path in pins.items():
         entry = corpus.load(path)
         assert entry["expect"] == {"litdata": "fail", FIXED: "pass"}, finding
@@ -90,8 +71,8 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     prop = suite.get(entry["property"])
     fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
     assert fixed.status == "pass", fixed.message
-    others = [f for f in _fixes().LITDATA_FIXES if f != finding]
-    without = replay_example(_fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
+    others = [f for f in fixes().LITDATA_FIXES if f != finding]
+    without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
@@ -100,7 +81,7 @@ def test_a_fixed_loader_built_without_fixes_behaves_as_released():
     from properties import stream_props as S
 
     sc = StreamScenario(sources=(6,), chunk_size=2, checkpoints=(2,))
-    plain, none = L.component(), _fixes().litdata_component(())
+    plain, none = L.component(), fixes().litdata_component(())
     a = S.run_stream(plain.make_loader, sc, ids_of=plain.ids_of)
     b = S.run_stream(none.make_loader, sc, ids_of=none.ids_of)
     assert a.steps == b.steps and len(a.steps) == 12
@@ -108,7 +89,7 @@ def test_a_fixed_loader_built_without_fixes_behaves_as_released():
 
 def test_unknown_fix_is_named_in_the_error():
     with pytest.raises(ValueError, match="fixes=\\['L99'\\]: allowed values: L1, "):
-        _fixes().litdata_component(("L99",))
+        fixes().litdata_component(("L99",))
 
 
 # Found by the campaigns on the fixed target (litdata with L1-L7); no fix patch yet
@@ -148,7 +129,7 @@ def open_configuration(sc: StreamScenario) -> bool:
 def test_open_finding_fails_with_every_fix(name):
     prop, sc = OPEN[name]
     assert open_configuration(sc)
-    failure = first_failure(prop, _fixes().litdata_component(), sc)
+    failure = first_failure(prop, fixes().litdata_component(), sc)
     assert failure is None, failure
 
 

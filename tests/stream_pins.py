@@ -1,0 +1,28 @@
+"""What the litdata and Hugging Face conformance pins share (tests/test_litdata_conformance.py,
+tests/test_hf_conformance.py)."""
+
+from __future__ import annotations
+
+from properties import stream_suite as SS
+from properties.stream_scenarios import StreamScenario
+
+STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_epochs", "stream_dp_shards", "stream_mixture")
+
+
+def first_failure(prop: str, component, sc: StreamScenario) -> str | None:
+    """The property's failure as text, raised by the caller outside the ``except``: a kept exception
+    would hold the failed run's frames, and with them loaders whose crashed workers slowed every later
+    test in the process (26 s instead of 1 s for the next check)."""
+    try:
+        getattr(SS, prop)(component, sc)
+    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def fixes():
+    """``properties.stream_fixes``, imported when a test runs: it needs the extras, and a test file
+    whose extra is absent must still collect (and skip with the reason)."""
+    from properties import stream_fixes
+
+    return stream_fixes
