@@ -32,7 +32,7 @@ def check(capsys, tmp_path, target, *extra) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-PACKER_AND_GATES = ("packer", "gate:fixed", "gate:token_aware", "gate:context_aware", "gate:warmup_ramp")
+PACKER_AND_GATES = ("packer", "gate:fixed", "gate:token_aware", "gate:context_aware", "gate:warmup_ramp", "gate:auto")
 
 
 def test_check_dynbsz_json_passes_and_counts_examples(capsys, tmp_path):
@@ -159,7 +159,7 @@ def test_fuzz_rounds_grow_and_respect_the_clock(tmp_path):
     from properties.targets import resolve
 
     reads = iter(range(0, 10_000))
-    clock = lambda: 3.0 * next(reads)  # noqa: E731 - every read of the clock is 3 "seconds" later
+    clock = lambda: 2.0 * next(reads)  # noqa: E731 - every read of the clock is 2 "seconds" later
     report = fuzz(resolve("dynbsz"), minutes=1.0, seed=7, corpus_dir=tmp_path, only=["minimum_gate"],
                   profile="dev", clock=clock)
     assert not report.failed and not list(tmp_path.iterdir())
