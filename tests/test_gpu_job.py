@@ -278,8 +278,18 @@ def test_model_prediction_without_a_floor_is_the_loader_model_and_compare_has_to
     _, one = model_prediction(SMALL, "main", 20, 0.01, probed, 5e-4)
     assert one["stall_fraction"] == pytest.approx(pure.stall_fraction)
     assert one["first_micro_batch_s"] == pytest.approx(pure.first_micro_batch_s)
-    _, later = model_prediction(SMALL, "main", 20, 0.01, {**probed, "first_step_s": model_zero + 0.03}, 5e-4)
-    assert later["first_micro_batch_s"] == pytest.approx(pure.first_micro_batch_s + 0.03)   # measured cold start
+    # main runtime: the main process's start-up (measured, not modelled) overlaps the decodes: the later wins
+    _, later = model_prediction(SMALL, "main", 20, 0.01, {**probed, "first_step_s": pure.first_micro_batch_s + 0.03}, 5e-4)
+    assert later["first_micro_batch_s"] == pytest.approx(pure.first_micro_batch_s + 0.03)
+    _, sooner = model_prediction(SMALL, "main", 20, 0.01, {**probed, "first_step_s": model_zero + 1e-4}, 5e-4)
+    assert pure.first_micro_batch_s > model_zero + 1e-4
+    assert sooner["first_micro_batch_s"] == pytest.approx(pure.first_micro_batch_s)
+    # worker runtime: the start-up the model does not know runs before the worker's decodes: it adds
+    wpure = predict(SMALL, "worker", 20, step_s=0.01, startup_s=0.05, overhead_s=5e-4)
+    wzero = predict(SMALL, "worker", 1, step_s=0.01, startup_s=0.05, overhead_s=5e-4, zero_cost_first_step_s=0.0)
+    wmodel_zero = wzero.first_micro_batch_s - wzero.first_micro_batch_plus_floor_s
+    _, wlater = model_prediction(SMALL, "worker", 20, 0.01, {**probed, "first_step_s": wmodel_zero + 0.03}, 5e-4)
+    assert wlater["first_micro_batch_s"] == pytest.approx(wpure.first_micro_batch_s + 0.03)
     _, floored = model_prediction(SMALL, "worker", 20, 0.01, {**probed, "floor_s": 0.002}, 5e-4)
     # the floor is the probe's wait less what the model predicts for the probe itself, never below 0
     explained = model_probe_wait(SMALL, "worker", {**probed, "floor_s": 0.002}, 5e-4)

@@ -133,15 +133,23 @@ def model_prediction(cfg: JobConfig, runtime: str, steps: int, step_s: float, pr
 
     * stall: the loader model with a consumer step of ``step_s + floor`` and the floor as part of
       every wait (``simulator.training.stall_with_floor``);
-    * first step: the probe's real first step at zero decode cost plus what the decodes add in the
-      model (its first step at the trace's costs minus at zero cost): the fork and the main
-      process's start-up are measured, the decode-bound part is modelled.
+    * first step: the probe's real first step at zero decode cost combined with the model's first
+      step at the trace's costs: the fork and the main process's start-up are measured, the
+      decode-bound part is modelled. How they combine depends on where the start-up the model does
+      not know about runs. In the worker runtime the micro-batch is packed in the worker after its
+      decodes, so that time adds (the probe's first step plus what the decodes add in the model).
+      In the main runtime it is the main process's own (iterator, pin-memory thread), which runs
+      while the workers decode, so the first step is the later of the two: on the quiet machine
+      (3 runs x 3 repeats, docs/gpu-job.md) the sum came out +20/+23/+20% in the main runtime and
+      +1 to +3% in the worker's, the later-of-the-two +1/-10/-2% and -14 to -18%.
     """
     # the floor: what the probe waited per step beyond what the model predicts for the probe itself
     explained = model_probe_wait(cfg, runtime, probed, overhead_s)
     floor = max(0.0, float(probed["floor_s"]) - explained)
     pred = predict(cfg, runtime, steps, step_s + floor, probed["startup_s"], overhead_s, 0.0, probed["first_step_s"])
-    one = {"first_micro_batch_s": pred.first_micro_batch_plus_floor_s,
+    first = (max(float(probed["first_step_s"]), pred.first_micro_batch_s) if runtime == "main"
+             else pred.first_micro_batch_plus_floor_s)
+    one = {"first_micro_batch_s": first,
            "stall_fraction": stall_with_floor(pred.handout_s, step_s, floor),
            "step_s": step_s, "floor_s": floor, "probe_wait_s": probed["floor_s"], "probe_wait_modelled_s": explained,
            "worker_startup_s": probed["startup_s"],
