@@ -210,7 +210,7 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
 #: ``gate='auto'``: per token budget, a warm-up-scoped minimum ``(start, full, hold_steps, ramp_steps)``.
 #: A budget takes the row of the nearest budget here on a log scale (ties: the smaller; beyond the ends,
 #: the end rows). How the rows were chosen: docs/simulator.md, "The auto gate" (over the policy study's
-#: grid, on the advice streams, never the scored ones: ``python -m simulator.policy derive-auto``).
+#: grid, on the advice streams, never the scored ones: ``python -m simulator derive-auto``).
 AUTO_TABLE: dict[int, tuple[int, int, int, int]] = {
     128 * 1024: (4, 4, 0, 0),        # = fixed:4
     256 * 1024: (2, 16, 0, 100),

@@ -535,6 +535,45 @@ def cmd_fidelity(args) -> int:
     return 0 if summary["all_ok"] else 1
 
 
+def cmd_derive_auto(args) -> int:
+    """The derivation of dynbsz's AUTO_TABLE (``policy.derive_auto``)."""
+    import time
+
+    from dynbsz.errors import check_int
+
+    from .policy import PolicyConfig, derive_auto
+
+    check_int("--jobs", args.jobs, minimum=1)
+    t0 = time.perf_counter()
+    out = derive_auto(PolicyConfig(), jobs=args.jobs)
+    out["seconds"] = time.perf_counter() - t0
+    if args.json:
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    for b, e in out["table"].items():
+        print(f"{budget_label(b):>5}: {e['label']:28} min {e['min_ratio']:.3f} mean {e['mean_ratio']:.3f}; runner-up "
+              f"{e['runner_up']['label']} ({e['runner_up']['min_ratio']:.3f}); best fixed {e['fixed_best']}")
+    rows = ", ".join(f"{b}: {tuple(e['row'])}" for b, e in out["table"].items())
+    print(f"AUTO_TABLE = {{{rows}}}  ({out['seconds']:.0f} s)")
+    return 0
+
+
+def cmd_skew_sweep(args) -> int:
+    """The ordering comparison over several skewed traces (``skew_sweep.sweep``)."""
+    from dataclasses import asdict
+
+    from .skew_sweep import format_rows, sweep
+
+    rows = sweep()
+    if args.json:
+        json.dump([asdict(r) for r in rows], sys.stdout, indent=1)
+        print()
+    else:
+        print(format_rows(rows))
+    return 0
+
+
 # ---- entry point -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -635,6 +674,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-task worker overhead to model (default: measured first on a near-zero-cost trace)")
     _add_common(f)
     f.set_defaults(func=cmd_fidelity)
+    da = sub.add_parser("derive-auto", help="derive dynbsz's AUTO_TABLE: per budget the maximin warm-up schedule "
+                        "over the policy grid's advice streams (~40 min on 2 cores)")
+    da.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    da.add_argument("--json", action="store_true")
+    da.set_defaults(func=cmd_derive_auto)
+
+    ss = sub.add_parser("skew-sweep", help="every ordering on five skewed traces, prefetch 2 and 4, lookahead 16 "
+                        "and 32: ratios to in_order=False and True (~5 s)")
+    ss.add_argument("--json", action="store_true")
+    ss.set_defaults(func=cmd_skew_sweep)
     return parser
 
 

@@ -35,6 +35,15 @@ def ramp_label(start: int, full: int, hold_steps: int, ramp_steps: int) -> str:
     return f"warmup_ramp:{start}:{full}:{hold_steps}:{ramp_steps}"
 
 
+def ramp_row(label: str) -> tuple[int, int, int, int]:
+    """``ramp_label``'s inverse: (start, full, hold_steps, ramp_steps) of ``warmup_ramp:S:F:H:R``."""
+    kind, *fields = label.split(":")
+    if kind != "warmup_ramp" or len(fields) != 4:
+        raise ConfigError(f"gate {label!r}: expected warmup_ramp:START:FULL:HOLD:RAMP")
+    start, full, hold, ramp = (int(x) for x in fields)
+    return start, full, hold, ramp
+
+
 def gate_label(spec: dict) -> str:
     """The command-line form of a built-in gate's ``spec()`` (fixed, warmup_ramp, token_aware)."""
     kind = spec.get("kind")

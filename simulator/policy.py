@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.tables import budget_label
 
-from .gatespec import parse_gate, ramp_label
+from .gatespec import parse_gate, ramp_label, ramp_row
 from .training import (
     DEFAULT_STEP,
     HOUR,
@@ -357,7 +357,7 @@ def _auto_point(config: PolicyConfig, budget: int, dp: int, workload: str, candi
     best = best_by_hour(fixed, config.hours)
     ratios = {}
     for lab in candidates:
-        start, full = lab.split(":")[1:3]
+        start, full, _, _ = ramp_row(lab)
         same = f"fixed:{start}" if start == full else None
         toks = fixed[same] if same in fixed else _tokens(trainer.run(budget, lab, dp), config.hours)
         ratios[lab] = worst_ratio(toks, best)
@@ -394,45 +394,13 @@ def derive_auto(config: PolicyConfig = PolicyConfig(), jobs: int = 1,
         scored = []
         for i, lab in enumerate(cands):
             rs = [r["ratios"][lab] for r in mine]
-            _, s, f, h, ramp = lab.split(":")
-            scored.append((min(rs), sum(rs) / len(rs), -int(ramp), -int(f), -int(s), -i, lab))
+            start, full, _, ramp = ramp_row(lab)
+            scored.append((min(rs), sum(rs) / len(rs), -ramp, -full, -start, -i, lab))
         scored.sort(reverse=True)
         top = scored[0]
-        _, s, f, h, r = top[-1].split(":")
-        table[b] = {"row": (int(s), int(f), int(h), int(r)), "label": top[-1], "min_ratio": top[0],
+        table[b] = {"row": ramp_row(top[-1]), "label": top[-1], "min_ratio": top[0],
                     "mean_ratio": top[1],
                     "runner_up": {"label": scored[1][-1], "min_ratio": scored[1][0], "mean_ratio": scored[1][1]},
-                    "fixed_best": max(((x[0], x[1], x[-1]) for x in scored if x[-1].split(":")[1] == x[-1].split(":")[2]),
+                    "fixed_best": max(((x[0], x[1], x[-1]) for x in scored if x[3] == x[4]),   # full == start: fixed
                                       default=None)}
     return {"table": table, "points": results, "candidates": cands}
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m simulator.policy derive-auto [--jobs N] [--json]``: the derivation of dynbsz's AUTO_TABLE."""
-    import argparse
-    import json
-    import sys
-
-    ap = argparse.ArgumentParser(prog="python -m simulator.policy")
-    ap.add_argument("command", choices=["derive-auto"])
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    check_int("jobs", args.jobs, minimum=1)
-    t0 = time.perf_counter()
-    out = derive_auto(PolicyConfig(), jobs=args.jobs)
-    out["seconds"] = time.perf_counter() - t0
-    if args.json:
-        json.dump(out, sys.stdout, indent=1)
-        print()
-        return 0
-    for b, e in out["table"].items():
-        print(f"{budget_label(b):>5}: {e['label']:28} min {e['min_ratio']:.3f} mean {e['mean_ratio']:.3f}; runner-up "
-              f"{e['runner_up']['label']} ({e['runner_up']['min_ratio']:.3f}); best fixed {e['fixed_best']}")
-    rows = ", ".join(f"{b}: {tuple(e['row'])}" for b, e in out["table"].items())
-    print(f"AUTO_TABLE = {{{rows}}}  ({out['seconds']:.0f} s)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -1,5 +1,5 @@
 """The ordering comparison over several skewed traces: how close each way of keeping an order comes to
-``in_order=False``'s throughput, in the model. ``python -m simulator.skew_sweep [--json]``.
+``in_order=False``'s throughput, in the model. ``python -m simulator skew-sweep [--json]``.
 
 For every trace, prefetch factor and lookahead it runs, on the same true costs (the trace's times a
 seeded lognormal factor of sigma 0.3, as ``python -m dynbsz bench-loader`` draws them): torch's
@@ -24,10 +24,7 @@ balanced rows' ratios by under 0.02.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -107,20 +104,3 @@ def format_rows(rows: list[SweepRow]) -> str:
             cells.append(f"{r.vs_false(name):.3f}x F, {r.vs_true(name):.2f}x T")
         lines.append(" | ".join(cells))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulator.skew_sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    rows = sweep()
-    if args.json:
-        json.dump([asdict(r) for r in rows], sys.stdout, indent=1)
-        print()
-    else:
-        print(format_rows(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

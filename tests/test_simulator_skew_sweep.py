@@ -1,10 +1,10 @@
-"""python -m simulator.skew_sweep: the model's side-by-side ordering comparison docs/ordering.md quotes."""
+"""python -m simulator skew-sweep: the model's side-by-side ordering comparison docs/ordering.md quotes."""
 
 from __future__ import annotations
 
 import json
 
-from simulator import skew_sweep
+from simulator import cli, skew_sweep
 
 
 def test_one_row_ranks_the_orders_as_the_benchmark_does():
@@ -20,6 +20,6 @@ def test_the_sweep_is_deterministic_and_prints_every_row(capsys, monkeypatch):
     assert rows == skew_sweep.sweep(traces=("three_source",), prefetch_factors=(2,), lookaheads=(16, 32))
     text = skew_sweep.format_rows(rows)
     assert "three_source | 2 | 16 |" in text and "three_source | 2 | 32 |" in text and len(text.splitlines()) == 4
-    monkeypatch.setattr(skew_sweep, "sweep", lambda: rows)       # main's output, not the 5 s full sweep
-    assert skew_sweep.main(["--json"]) == 0
+    monkeypatch.setattr(skew_sweep, "sweep", lambda: rows)       # the command's output, not the 5 s full sweep
+    assert cli.main(["skew-sweep", "--json"]) == 0
     assert [r["lookahead"] for r in json.loads(capsys.readouterr().out)] == [16, 32]
