@@ -3,6 +3,9 @@ tests/test_hf_conformance.py)."""
 
 from __future__ import annotations
 
+import json
+
+from properties import cli
 from properties import stream_suite as SS
 from properties.stream_scenarios import StreamScenario
 
@@ -26,3 +29,11 @@ def fixes():
     from properties import stream_fixes
 
     return stream_fixes
+
+
+def ci_check(capsys, target: str, examples: int) -> tuple[int, dict]:
+    """``python -m properties check --target TARGET --json`` over the stream properties, hermetic (seed 0,
+    no database, no shrinking): its exit code and its JSON document."""
+    code = cli.main(["check", "--target", target, "--json", "--max-examples", str(examples), "--no-shrink",
+                     "--database", "none", "--seed", "0", *[a for p in STREAM_PROPERTIES for a in ("--property", p)]])
+    return code, json.loads(capsys.readouterr().out)

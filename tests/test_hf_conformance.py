@@ -10,18 +10,16 @@ the fixed target holds it to exactly-once, which it meets. Skips when datasets i
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from properties import cli, corpus, suite
+from properties import corpus, suite
 from properties import stream_suite as SS
 from properties.errors import Unsupported
 from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import hf_iterable as H
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, first_failure, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
@@ -146,15 +144,9 @@ def test_h5_restore_at_step_zero_of_a_weighted_interleave():
     assert failure is None, failure
 
 
-def _check(capsys, target: str, examples: int) -> tuple[int, dict]:
-    code = cli.main(["check", "--target", target, "--json", "--max-examples", str(examples), "--no-shrink",
-                     "--database", "none", "--seed", "0", *[a for p in STREAM_PROPERTIES for a in ("--property", p)]])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_ci_check_of_hf_iterable_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))   # failures go to this test's own scratch directory
-    code, doc = _check(capsys, "hf-iterable", 1)
+    code, doc = ci_check(capsys, "hf-iterable", 1)
     rows = {r["property"]: r for r in doc["results"]}
     assert doc["target"] == "hf-iterable" and set(rows) == set(STREAM_PROPERTIES)
     assert all(r["component"] == "stream:hf-iterable" and r["status"] in ("pass", "fail") for r in rows.values())
@@ -163,7 +155,7 @@ def test_ci_check_of_hf_iterable_as_released_gives_every_stream_property_a_statu
 
 def test_ci_check_of_hf_iterable_with_the_fixes_passes(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    code, doc = _check(capsys, FIXED, 2)
+    code, doc = ci_check(capsys, FIXED, 2)
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES)
     assert code == 0 and all(r["status"] == "pass" and r["examples"] >= 1 for r in rows.values()), rows

@@ -14,17 +14,15 @@ released and with the fixes. Skips with the reason when the litdata extra is abs
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from properties import cli, corpus, suite
+from properties import corpus, suite
 from properties import stream_suite as SS
 from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, first_failure, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
@@ -133,15 +131,9 @@ def test_open_finding_fails_with_every_fix(name):
     assert failure is None, failure
 
 
-def _check(capsys, target: str, examples: int) -> tuple[int, dict]:
-    code = cli.main(["check", "--target", target, "--json", "--max-examples", str(examples), "--no-shrink",
-                     "--database", "none", "--seed", "0", *[a for p in STREAM_PROPERTIES for a in ("--property", p)]])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))   # failures go to this test's own scratch directory
-    code, doc = _check(capsys, "litdata", 1)
+    code, doc = ci_check(capsys, "litdata", 1)
     rows = {r["property"]: r for r in doc["results"]}
     assert doc["target"] == "litdata" and set(rows) == set(STREAM_PROPERTIES)
     assert all(r["component"] == "stream:litdata" and r["status"] in ("pass", "fail") for r in rows.values())
@@ -150,7 +142,7 @@ def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(ca
 
 def test_ci_check_of_litdata_with_the_fixes_fails_only_where_a_finding_is_open(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    code, doc = _check(capsys, FIXED, 2)
+    code, doc = ci_check(capsys, FIXED, 2)
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES) and all(r["examples"] >= 1 for r in rows.values())
     for r in rows.values():
