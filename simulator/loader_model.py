@@ -51,6 +51,7 @@ import numpy as np
 
 from dynbsz.errors import ConfigError
 from dynbsz.order import epoch_order
+from dynbsz.sequencer import Sequencer
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
@@ -160,6 +161,7 @@ class LoaderModel:
         self.nw = nw
         self.max_tasks = config.max_tasks
         self.rb = config.reorder_buffer
+        self._rb_seq = Sequencer(())   # the epoch's, once start_epoch builds it (peak 0 before)
         self.in_order = config.in_order and not self.rb   # torch's own mode: out of order behind a reorder buffer
         self.iterable = config.dataset == "iterable"
         self.latency = config.result_latency_s
@@ -272,11 +274,10 @@ class LoaderModel:
             self._nb = len(self._blo)
             self._next_b = 0
         if self.rb:
-            self._rb_next = 0                        # the batch the consumer gets next
-            self._rb_held: dict[int, int] = {}       # batch -> task, arrived before its turn
-            self._rb_n = 0                           # samples held
+            # dynbsz's own sequencer releases the batches (keys: batch numbers, items: tasks); the model
+            # only times the arrivals it is fed
+            self._rb_seq = Sequencer(range(self._nb))
             self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
-            self.reorder_peak = 0
         self._seqs.append(seq)
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
@@ -295,7 +296,7 @@ class LoaderModel:
             b = self._next_b
             if b >= self._nb:
                 return                      # sampler exhausted: nothing dispatched
-            pause = self.rb and self._rb_n >= self.rb   # buffer full: a pause, the batch stays next
+            pause = self.rb and self._rb_seq.held >= self.rb   # buffer full: a pause, the batch stays next
             if not pause:
                 self._next_b = b + 1
         nw, active, ntask = self.nw, self._active, self._ntask
@@ -421,9 +422,9 @@ class LoaderModel:
     def _next_reordered(self, t: float) -> int | None:
         """``next()`` behind a reorder buffer: torch hands out in arrival order, the sequencer releases in
         send order. A consumer's call takes one released batch, pulling arrivals from torch until one is."""
-        ready, held, state, kind, tb = self._rb_ready, self._rb_held, self._tstate, self._tkind, self._tb
+        ready, seq, state, kind, tb = self._rb_ready, self._rb_seq, self._tstate, self._tkind, self._tb
         while not ready:
-            if self._rb_next >= self._nb:
+            if not len(seq):                # every batch released
                 while len(self.q):          # pauses still out: torch waits for them before StopIteration
                     k = self._take_result()
                     state[k] = DONE
@@ -436,19 +437,7 @@ class LoaderModel:
             self._put()                     # torch refills before the wrapper sees the batch
             if kind[k] == PAUSE:
                 continue
-            b = tb[k]
-            if b != self._rb_next:
-                held[b] = k
-                self._rb_n += self._thi[k] - self._tlo[k]
-                self.reorder_peak = max(self.reorder_peak, self._rb_n)
-                continue
-            ready.append(k)
-            self._rb_next += 1
-            while self._rb_next in held:
-                k2 = held.pop(self._rb_next)
-                self._rb_n -= self._thi[k2] - self._tlo[k2]
-                ready.append(k2)
-                self._rb_next += 1
+            ready.extend(seq.arrive(tb[k], k, self._thi[k] - self._tlo[k]))
         k = ready.popleft()
         self._hk.append(k)
         self._hreq.append(t)
@@ -536,7 +525,7 @@ class LoaderModel:
             request_s=np.asarray(self._hreq, dtype=np.float64), handout_s=np.asarray(self._ht, dtype=np.float64),
             offsets=offsets, samples=flat[idx], n_tasks=len(self._tw), n_stop=int((kinds == STOP).sum()),
             n_phantom=int((kinds == PHANTOM).sum()), n_dropped=self.dropped, n_pause=int((kinds == PAUSE).sum()),
-            reorder_peak=getattr(self, "reorder_peak", 0))
+            reorder_peak=self._rb_seq.peak)
 
 
 def simulate(trace: Trace, config: LoaderModelConfig, *, step: StepTime = StepTime(), epochs: int = 1,
