@@ -1,18 +1,6 @@
-"""The streaming loaders' findings fixed: each proposed upstream fix as a patch, and the targets
-that run them (docs/litdata-0.2.76-conformance.md, docs/hf-datasets-5.2.0-conformance.md).
-
-Each patch is a subclass of the library's own class whose overriding method is the library's
-function, copied, with only the change its fix describes (marked with the fix's id); a loader
-built with ``fixes=()`` behaves as released. Nothing is patched globally: the adapters build
-their loaders from these subclasses, so the plain targets in the same process stay as released.
-
-Targets (``MODULE:FACTORY``, usable wherever a target name is):
-
-* ``properties.stream_fixes:litdata_fixed``: litdata 0.2.76 with L1-L4.
-* ``properties.stream_fixes:hf_fixed``: Hugging Face datasets with H1.
-
-``litdata_component(fixes)`` / ``hf_component(fixes)`` build the component with any subset, so a
-test can check a finding's example against its own fix alone.
+"""litdata 0.2.76's findings fixed (docs/litdata-0.2.76-conformance.md): each proposed upstream fix
+as a subclass of litdata's own class whose overriding method is litdata's, copied, with only the
+change its fix describes (marked with the fix's id); built with ``fixes=()`` it behaves as released.
 """
 
 from __future__ import annotations
@@ -20,12 +8,13 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterable
 
-from .targets.base import Target
-from .targets.stream import StreamComponent
+from ..targets import litdata_target
+from ..targets.base import Target
+from ..targets.stream import StreamComponent
+from .fixset import check_fixes
 
 LITDATA_FIXES: dict[str, str] = {
     "L1": "only the first iter() after load_state_dict resumes, and a state records whether its epoch was still "
@@ -44,19 +33,7 @@ LITDATA_FIXES: dict[str, str] = {
     "L7": "a CombinedStreamingDataset worker resumes each source from the count it delivered itself, not from the "
           "sum over workers split as if every worker had delivered whole batches of that source in turn",
 }
-HF_FIXES: dict[str, str] = {
-    "H1": "a DataLoader worker loads its saved state only into its own share of the shards, not first into the "
-          "whole dataset's pipeline (whose per-shard lists are longer than the state's)",
-    "H2": "the epoch's shard shuffle is seeded by the dataset's shuffle generator and the epoch, not by the epoch "
-          "alone",
-    "H3": "IterableDataset.state_dict() after load_state_dict() and before iterating returns the loaded state",
-}
-#: no patch (the fix needs an epoch that torchdata's loader does not have): the fixed target holds a resume
-#: whose epoch was broken off early, with two workers or more, to exactly-once instead of batch for batch.
-H4_UNFIXED = ("H4 (no fix patch): after a resume, StatefulDataLoader hands the next iterator the saved worker "
-              "round-robin position even when set_epoch started a new epoch, so that epoch starts at another worker")
 ALL_LITDATA = tuple(LITDATA_FIXES)
-ALL_HF = tuple(HF_FIXES)
 
 
 def _register(cls: type) -> type:
@@ -68,13 +45,9 @@ def _register(cls: type) -> type:
     return cls
 
 
-# ---- litdata 0.2.76 --------------------------------------------------------------------------
-
 @functools.lru_cache(maxsize=1)
 def litdata_classes() -> SimpleNamespace:
     """litdata's classes with the fixes as subclasses; each instance is told which fixes are on."""
-    from .targets import litdata_target
-
     v = litdata_target.lib()
     import litdata.streaming.dataloader as D
     import litdata.streaming.dataset as D_dataset
@@ -329,19 +302,8 @@ def _with_fixes(classes: SimpleNamespace, fixes: tuple[str, ...]) -> SimpleNames
                               "ParallelStreamingDataset": functools.partial(classes.ParallelStreamingDataset,
                                                                             fixes=fixes)})
 
-
-def _check(fixes: Iterable[str], known: dict[str, str]) -> tuple[str, ...]:
-    fixes = tuple(fixes)
-    bad = [f for f in fixes if f not in known]
-    if bad:
-        raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'}")
-    return fixes
-
-
 def litdata_component(fixes: Iterable[str] = ALL_LITDATA) -> StreamComponent:
-    from .targets import litdata_target
-
-    fixes = _check(fixes, LITDATA_FIXES)
+    fixes = check_fixes(fixes, LITDATA_FIXES)
 
     def make_loader(sc):
         return litdata_target.LitdataLoader(sc, _with_fixes(litdata_classes(), fixes))
@@ -350,169 +312,9 @@ def litdata_component(fixes: Iterable[str] = ALL_LITDATA) -> StreamComponent:
 
 
 def litdata_fixed() -> Target:
-    from .targets import litdata_target
-
     name = "properties.stream_fixes:litdata_fixed"
     if not litdata_target.available():
         return Target(name=name, description="litdata with fixes", unavailable=litdata_target.MISSING)
     return Target(name=name, components=(litdata_component(),),
                   description="litdata 0.2.76 with the report's proposed fixes " + ", ".join(LITDATA_FIXES) +
                               " patched in (properties.stream_fixes)")
-
-
-# ---- Hugging Face datasets ---------------------------------------------------------------------
-#
-# The pipeline is built by IterableDataset's own methods (shuffle, interleave_datasets,
-# split_dataset_by_node), which return plain IterableDatasets, so these patches are installed on
-# the class once and act only on a dataset that carries ``_stream_fixes`` (set by the adapter on the
-# dataset the loader iterates; it travels to the workers with the dataset).
-
-
-def _fixes_of(ds) -> frozenset:
-    return getattr(ds, "_stream_fixes", frozenset())
-
-
-@functools.lru_cache(maxsize=1)
-def install_hf_patches() -> None:
-    import datasets.iterable_dataset as I
-    import numpy as np
-
-    cls = I.IterableDataset
-    released_prepare, released_load = cls._prepare_ex_iterable_for_iteration, cls.load_state_dict
-
-    def shuffle_generator(ex_iterable):
-        while ex_iterable is not None:
-            if isinstance(ex_iterable, I.BufferShuffledExamplesIterable):
-                return ex_iterable.generator
-            ex_iterable = getattr(ex_iterable, "ex_iterable", None)
-        return None
-
-    # datasets 5.2.0 IterableDataset._prepare_ex_iterable_for_iteration (iterable_dataset.py:2958-3033),
-    # copied; changes marked H1 and H2 (its log lines are left out).
-    def prepare(self, batch_size: int = 1, drop_last_batch: bool = False):
-        fixes = _fixes_of(self)
-        if not fixes:
-            return released_prepare(self, batch_size=batch_size, drop_last_batch=drop_last_batch)
-        ex_iterable = self._ex_iterable
-
-        if self.epoch:
-            generator = np.random.default_rng(self.epoch)
-            shuffled = shuffle_generator(ex_iterable) if "H2" in fixes else None
-            if shuffled is not None:
-                # H2: was default_rng(epoch), one permutation per epoch for every dataset and seed (for 4 shards
-                # epoch 1's is the identity, so epoch 1 replayed epoch 0); seeded from the dataset's own generator.
-                generator = np.random.default_rng([int(I.deepcopy(shuffled).integers(0, 1 << 63)), int(self.epoch)])
-            try:
-                ex_iterable = ex_iterable.shuffle_data_sources(generator)
-            except I.DataSourcesShufflingDisallowed:
-                pass
-            ex_iterable = I.shift_ex_examples_rngs(ex_iterable, self.epoch)
-
-        if self._distributed:
-            rank = self._distributed.rank
-            world_size = self._distributed.world_size
-            strategy = self._distributed.strategy
-            if strategy == "shards" and ex_iterable.num_shards < world_size:
-                raise ValueError(
-                    f"Cannot iterate with strategy='shards': the dataset now has num_shards={ex_iterable.num_shards}, "
-                    f"which is lower than world_size={world_size}, so some nodes would not be assigned any shard.")
-            if strategy == "shards" or (strategy == "auto" and ex_iterable.num_shards % world_size == 0):
-                ex_iterable = ex_iterable.shard_data_sources(num_shards=world_size, index=rank, contiguous=False)
-            else:
-                ex_iterable = I.StepExamplesIterable(ex_iterable, step=world_size, offset=rank)
-
-        if ex_iterable.iter_arrow:
-            ex_iterable = I.RebatchedArrowExamplesIterable(
-                ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch)
-        elif self._formatting and self._formatting.is_table:
-            ex_iterable = I.RebatchedArrowExamplesIterable(
-                ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch, force_convert_to_arrow=True)
-
-        if self._formatting or (self.features and ex_iterable.features != self.features):
-            ex_iterable = I.FormattedExamplesIterable(
-                ex_iterable, formatting=self._formatting, features=self.features,
-                token_per_repo_id=self._token_per_repo_id)
-
-        self._state_dict = {
-            "examples_iterable": ex_iterable._init_state_dict(),
-            "epoch": self.epoch,
-        }
-        # H1: in a DataLoader worker the saved state is that worker's share of the shards; _iter_pytorch
-        # loads it after splitting the shards by worker. Loading it here too, into the whole dataset's
-        # pipeline, raised IndexError wherever the state holds per-shard lists.
-        in_worker = "H1" in fixes and _torch_worker() is not None
-        if self._starting_state_dict and self.epoch == self._starting_state_dict["epoch"] and not in_worker:
-            ex_iterable.load_state_dict(self._starting_state_dict["examples_iterable"])
-            self._state_dict["examples_iterable"] = ex_iterable._state_dict
-        return ex_iterable
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        released_load(self, state_dict)
-        if "H3" in _fixes_of(self):
-            # H3: the state is applied when iteration starts; until then, it is still the state to save
-            self._state_dict = I._fast_copy(state_dict)
-
-    cls._prepare_ex_iterable_for_iteration = prepare
-    cls.load_state_dict = load_state_dict
-
-
-def _torch_worker():
-    import torch.utils.data
-
-    return torch.utils.data.get_worker_info()
-
-
-def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
-    from .targets import hf_iterable
-
-    fixes = frozenset(_check(fixes, HF_FIXES))
-    install_hf_patches()
-
-    def make_loader(sc):
-        return hf_iterable.HFLoader(sc, fixes=fixes)
-
-    def resume_promise(sc):
-        level, reason = hf_iterable.resume_promise(sc)
-        if level == "exact" and sc.break_after is not None and sc.num_workers >= 2:
-            return "once", H4_UNFIXED
-        return level, reason
-
-    return replace(hf_iterable.component(), make_loader=make_loader, resume_promise=resume_promise)
-
-
-def hf_fixed() -> Target:
-    from .targets import hf_iterable
-
-    name = "properties.stream_fixes:hf_fixed"
-    if not hf_iterable.available():
-        return Target(name=name, description="Hugging Face datasets with fixes", unavailable=hf_iterable.MISSING)
-    return Target(name=name, components=(hf_component(),),
-                  description=f"Hugging Face datasets {hf_iterable.version()} with the report's proposed fixes "
-                              + ", ".join(HF_FIXES) + " patched in (properties.stream_fixes)")
-
-
-# ---- the pins --------------------------------------------------------------------------------
-
-#: every finding's minimal example, one corpus file each, named by its ``finding`` field
-STREAM_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "regressions" / "streams"
-
-
-def pinned(prefix: str) -> dict[str, Path]:
-    """Finding id -> its corpus file, for the findings whose id starts with ``prefix`` (L: litdata, H: HF)."""
-    from . import corpus
-
-    out = {}
-    for path in corpus.files(STREAM_CORPUS):
-        finding = corpus.load(path).get("finding", "")
-        if finding.startswith(prefix):
-            out[finding] = path
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0][1:])))
-
-
-def with_fixes(family: str, fixes: Iterable[str]) -> Target:
-    """litdata (``family='litdata'``) or HF (``'hf'``) with exactly ``fixes`` applied, e.g. all but one."""
-    if family not in ("litdata", "hf"):
-        raise ValueError(f"family={family!r}; allowed values: litdata, hf")
-    fixes = tuple(fixes)
-    component = litdata_component(fixes) if family == "litdata" else hf_component(fixes)
-    return Target(name=f"{family}-with-{'+'.join(fixes) or 'no-fix'}", components=(component,))

@@ -1,0 +1,55 @@
+"""The streaming loaders' findings fixed: each proposed upstream fix as a patch, and the targets
+that run them (docs/litdata-0.2.76-conformance.md, docs/hf-datasets-5.2.0-conformance.md).
+
+Each patch is a subclass of the library's own class whose overriding method is the library's
+function, copied, with only the change its fix describes (marked with the fix's id); a loader
+built with ``fixes=()`` behaves as released. Nothing is patched globally: the adapters build
+their loaders from these subclasses, so the plain targets in the same process stay as released.
+
+Targets (``MODULE:FACTORY``, usable wherever a target name is):
+
+* ``properties.stream_fixes:litdata_fixed``: litdata 0.2.76 with every fix in ``LITDATA_FIXES``
+  (``litdata.py``).
+* ``properties.stream_fixes:hf_fixed``: Hugging Face datasets with every fix in ``HF_FIXES`` (``hf.py``).
+
+``litdata_component(fixes)`` / ``hf_component(fixes)`` build the component with any subset, so a
+test can check a finding's example against its own fix alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from ..targets.base import Target
+from .hf import ALL_HF, H4_UNFIXED, HF_FIXES, hf_component, hf_fixed, install_hf_patches
+from .litdata import ALL_LITDATA, LITDATA_FIXES, litdata_classes, litdata_component, litdata_fixed
+
+__all__ = ["ALL_HF", "ALL_LITDATA", "H4_UNFIXED", "HF_FIXES", "LITDATA_FIXES", "STREAM_CORPUS", "hf_component",
+           "hf_fixed", "install_hf_patches", "litdata_classes", "litdata_component", "litdata_fixed", "pinned",
+           "with_fixes"]
+
+
+#: every finding's minimal example, one corpus file each, named by its ``finding`` field
+STREAM_CORPUS = Path(__file__).resolve().parents[2] / "tests" / "regressions" / "streams"
+
+
+def pinned(prefix: str) -> dict[str, Path]:
+    """Finding id -> its corpus file, for the findings whose id starts with ``prefix`` (L: litdata, H: HF)."""
+    from .. import corpus
+
+    out = {}
+    for path in corpus.files(STREAM_CORPUS):
+        finding = corpus.load(path).get("finding", "")
+        if finding.startswith(prefix):
+            out[finding] = path
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0][1:])))
+
+
+def with_fixes(family: str, fixes: Iterable[str]) -> Target:
+    """litdata (``family='litdata'``) or HF (``'hf'``) with exactly ``fixes`` applied, e.g. all but one."""
+    if family not in ("litdata", "hf"):
+        raise ValueError(f"family={family!r}; allowed values: litdata, hf")
+    fixes = tuple(fixes)
+    component = litdata_component(fixes) if family == "litdata" else hf_component(fixes)
+    return Target(name=f"{family}-with-{'+'.join(fixes) or 'no-fix'}", components=(component,))
