@@ -4,8 +4,8 @@
 As for litdata (tests/test_litdata_conformance.py): each finding's minimal example is a file of the
 stream corpus (tests/regressions/streams/, its ``finding`` field names it); it fails as released
 (counted only when the replay ran and failed), passes with every proposed fix
-(``properties.stream_fixes:hf_fixed``) and fails with every fix but its own. H4 has no fix patch:
-the fixed target holds it to exactly-once, which it meets. Skips when datasets is absent.
+(``properties.stream_fixes:hf_fixed``) and fails with every fix but its own (H4's fix is to torchdata's
+StatefulDataLoader, the others to datasets). Skips when datasets is absent.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import hf_iterable as H
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, fixes
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
 FIXED = "properties.stream_fixes:hf_fixed"
-#: findings without a fix patch: H4 (torchdata's worker order after a break), H6 (a shuffled mixture's runs)
-UNPATCHED = ("H4", "H6")
+#: findings without a fix patch (pinned as failing as released only)
+UNPATCHED: tuple[str, ...] = ()
+
+
 def _pins() -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in fixes().pinned("H").items()] if H.available() else []
 
@@ -97,11 +99,10 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
-def test_h4_still_delivers_each_sample_once_and_the_fixed_target_holds_it_to_that():
+def test_h4_delivers_each_sample_once_as_released_and_the_fixed_target_is_held_to_batch_for_batch():
     sc = decode_stream_scenario(corpus.load(dict(_pins())["H4"])["example"])
     SS.stream_exactly_once(H.component(), sc)
-    assert fixes().hf_component().resume_promise(sc) == ("once", fixes().H4_UNFIXED)
-    SS.stream_resume(fixes().hf_component(), sc)
+    assert fixes().hf_component().resume_promise(sc) == H.resume_promise(sc) == ("exact", "")
 
 
 def test_h2_epoch_one_replays_epoch_zero_for_every_seed():
@@ -122,26 +123,6 @@ def test_a_shuffle_buffer_of_one_over_few_shards_is_not_held_to_differ():
     assert not must and "4 shards" in reason
     assert H.reshuffles(StreamScenario(sources=(16,), chunk_size=2, shuffle=True, shuffle_buffer=1))[0]
     assert H.reshuffles(StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=4))[0]
-
-
-# Found by the campaign on the fixed target; open (no fix patch), on datasets as released too.
-# H5: a worker's state saved before its first sample is the main process's, whose weighted interleave
-# generator lacks the worker's shift (shift_ex_examples_rngs in _iter_pytorch); restored in the worker,
-# it replaces the shifted generator and the resumed run draws another interleaving.
-H5 = StreamScenario(sources=(4, 4), mix="combined", weights=(0.5, 0.5), chunk_size=1, num_workers=1,
-                    checkpoints=(0,))
-
-
-def test_h6_fails_with_every_fix_too():
-    entry = corpus.load(dict(_pins())["H6"])
-    result = replay_example(resolve(FIXED), suite.get(entry["property"]), entry["component"], entry["example"])
-    assert result.status == "fail" and "source 0 has 0 of the first 20 samples" in result.message
-
-
-@pytest.mark.xfail(strict=True, reason="H5 (open): a state saved before the first sample re-draws a weighted interleave")
-def test_h5_restore_at_step_zero_of_a_weighted_interleave():
-    failure = first_failure("stream_resume", fixes().hf_component(), H5)
-    assert failure is None, failure
 
 
 def test_ci_check_of_hf_iterable_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):

@@ -19,11 +19,17 @@ HF_FIXES: dict[str, str] = {
     "H2": "the epoch's shard shuffle is seeded by the dataset's shuffle generator and the epoch, not by the epoch "
           "alone",
     "H3": "IterableDataset.state_dict() after load_state_dict() and before iterating returns the loaded state",
+    "H4": "(torchdata, not datasets) StatefulDataLoader.__iter__ drops a loaded iterator state whose workers' dataset "
+          "states are of another epoch than the dataset now has, so a new epoch starts its worker round-robin afresh",
+    "H5": "in a DataLoader worker, IterableDataset.state_dict() before the worker's first sample is the worker's own "
+          "pipeline's initial state (its shards, its shifted RNGs), not the main process's",
+    "H6": "shuffle()'s shard interleaving keeps an interleave_datasets mixture whole instead of splitting it into "
+          "per-shard copies read in turn (a weighted mixture's copies each draw the same sources from a copy of one "
+          "generator)",
 }
-#: no patch (the fix needs an epoch that torchdata's loader does not have): the fixed target holds a resume
-#: whose epoch was broken off early, with two workers or more, to exactly-once instead of batch for batch.
-H4_UNFIXED = ("H4 (no fix patch): after a resume, StatefulDataLoader hands the next iterator the saved worker "
-              "round-robin position even when set_epoch started a new epoch, so that epoch starts at another worker")
+#: kept for properties.stream_fixes.__init__'s re-export until it drops the name: H4 is fixed (HF_FIXES["H4"]) and
+#: the fixed target holds every resume with one shuffle-buffer sample or none to batch for batch again.
+H4_UNFIXED = None
 ALL_HF = tuple(HF_FIXES)
 
 #
@@ -44,6 +50,7 @@ def install_hf_patches() -> None:
 
     cls = I.IterableDataset
     released_prepare, released_load = cls._prepare_ex_iterable_for_iteration, cls.load_state_dict
+    released_state_dict = cls.state_dict
 
     def shuffle_generator(ex_iterable):
         while ex_iterable is not None:
@@ -52,13 +59,54 @@ def install_hf_patches() -> None:
             ex_iterable = getattr(ex_iterable, "ex_iterable", None)
         return None
 
+    # datasets 5.2.0 InterleavedShardsExamplesIterable._interleave_shards (iterable_dataset.py:1951-1958), copied;
+    # the change is marked H6. Installed (by keep_mixtures_whole) only in the pipeline of a dataset that names H6.
+    class MixtureKeepingInterleavedShards(I.InterleavedShardsExamplesIterable):
+        def _interleave_shards(self):
+            num_shards = min(self.ex_iterable.num_shards, self.max_input_shards)
+            # H6: a mixture split by shards became one copy of the mixture per shard, read in turn: a random
+            # mixture's copies each carry a copy of one generator, so all draw the same sources and each stops
+            # at its own first exhausted source (20 samples of one source, none of the other, in the example);
+            # an alternating mixture's copies give runs as long as the copies are many. A mixture is read whole.
+            if _has_mixture(self.ex_iterable):
+                num_shards = min(num_shards, 1)
+            if num_shards == 0:
+                return self.ex_iterable
+            return I.CyclingMultiSourcesExamplesIterable(
+                [self.ex_iterable.shard_data_sources(num_shards, index) for index in range(num_shards)],
+                stopping_strategy="all_exhausted_without_replacement",
+            )
+
+        # the released methods build the released class; these keep the fix through the shuffles and shardings
+        def shuffle_data_sources(self, generator):
+            return MixtureKeepingInterleavedShards(self.ex_iterable.shuffle_data_sources(generator),
+                                                   self.max_input_shards)
+
+        def shard_data_sources(self, num_shards: int, index: int, contiguous=True):
+            return MixtureKeepingInterleavedShards(
+                self.ex_iterable.shard_data_sources(num_shards, index, contiguous=contiguous), self.max_input_shards)
+
+    def keep_mixtures_whole(ex_iterable):
+        # the pipeline with each InterleavedShardsExamplesIterable as the H6 class (copied nodes, as
+        # shift_ex_examples_rngs copies them: the dataset's own pipeline is left as built)
+        if type(ex_iterable) is I.InterleavedShardsExamplesIterable:
+            return MixtureKeepingInterleavedShards(ex_iterable.ex_iterable, ex_iterable.max_input_shards)
+        ex_iterable = I.copy(ex_iterable)
+        if hasattr(ex_iterable, "ex_iterable"):
+            ex_iterable.ex_iterable = keep_mixtures_whole(ex_iterable.ex_iterable)
+        return ex_iterable
+
     # datasets 5.2.0 IterableDataset._prepare_ex_iterable_for_iteration (iterable_dataset.py:2958-3033),
-    # copied; changes marked H1 and H2 (its log lines are left out).
+    # copied; changes marked H1, H2, H5 and H6 (its log lines are left out).
     def prepare(self, batch_size: int = 1, drop_last_batch: bool = False):
         fixes = _fixes_of(self)
         if not fixes:
             return released_prepare(self, batch_size=batch_size, drop_last_batch=drop_last_batch)
         ex_iterable = self._ex_iterable
+        if "H6" in fixes:
+            ex_iterable = keep_mixtures_whole(ex_iterable)
+        if "H5" in fixes and _torch_worker() is not None:
+            self._iterated_in_worker = True   # H5: from here on this worker's own pipeline records the state
 
         if self.epoch:
             generator = np.random.default_rng(self.epoch)
@@ -117,8 +165,35 @@ def install_hf_patches() -> None:
             # H3: the state is applied when iteration starts; until then, it is still the state to save
             self._state_dict = I._fast_copy(state_dict)
 
+    def worker_initial_state(self) -> dict | None:
+        # what IterableDataset._iter_pytorch (2889-2928) records in this worker before its first sample: the
+        # pipeline split by worker and its RNGs shifted by the worker id; None for a worker without shards
+        worker = _torch_worker()
+        ds = I.copy(self)
+        ds._starting_state_dict = None
+        ex_iterable = ds._prepare_ex_iterable_for_iteration()
+        if not ex_iterable.split_shard_indices_by_worker(num_shards=worker.num_workers, index=worker.id,
+                                                         contiguous=False):
+            return None
+        ex_iterable = ex_iterable.shard_data_sources(num_shards=worker.num_workers, index=worker.id, contiguous=False)
+        ex_iterable = I.shift_ex_examples_rngs(ex_iterable=ex_iterable, value=worker.id)
+        return {"examples_iterable": ex_iterable._init_state_dict(), "epoch": self.epoch}
+
+    # datasets 5.2.0 IterableDataset.state_dict (iterable_dataset.py:2747-2798), copied; the change is marked H5.
+    def state_dict(self) -> dict:
+        if ("H5" in _fixes_of(self) and _torch_worker() is not None and self._starting_state_dict is None
+                and not getattr(self, "_iterated_in_worker", False)):
+            # H5: before this worker's first sample its state was the main process's pipeline's (built by
+            # __init__, 2711), whose mixture generator lacks the worker's shift (shift_ex_examples_rngs,
+            # 2920); restored in the worker it replaced the shifted generator and re-drew the interleaving.
+            own = worker_initial_state(self)
+            if own is not None:
+                return I._fast_copy(own)
+        return released_state_dict(self)
+
     cls._prepare_ex_iterable_for_iteration = prepare
     cls.load_state_dict = load_state_dict
+    cls.state_dict = state_dict
 
 
 def _torch_worker():
@@ -127,20 +202,73 @@ def _torch_worker():
     return torch.utils.data.get_worker_info()
 
 
+def _has_mixture(ex_iterable) -> bool:
+    """Whether the pipeline reads an interleave_datasets mixture (weighted or alternating)."""
+    import datasets.iterable_dataset as I
+
+    while ex_iterable is not None:
+        if isinstance(ex_iterable, I.CyclingMultiSourcesExamplesIterable):
+            return True
+        ex_iterable = getattr(ex_iterable, "ex_iterable", None)
+    return False
+
+
+def _dataset_epochs(iter_state: dict) -> set:
+    """The epochs datasets tagged the workers' dataset states with, in a StatefulDataLoader state."""
+    workers = iter_state.get("_snapshot", {}).get("_worker_snapshots", {})
+    return {w["dataset_state"]["epoch"] for w in workers.values()
+            if isinstance(w, dict) and isinstance(w.get("dataset_state"), dict) and "epoch" in w["dataset_state"]}
+
+
+@functools.lru_cache(maxsize=1)
+def epoch_aware_loader_class():
+    """torchdata's StatefulDataLoader with H4's fix (a subclass: the released class stays as released)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    class EpochAwareStatefulDataLoader(StatefulDataLoader):
+        # torchdata 0.11.0 StatefulDataLoader.__iter__ (stateful_dataloader.py:391-413), copied; the change is
+        # marked H4. The root cause is torchdata's: its state has no epoch, so a loaded state is always resumed.
+        def __iter__(self):
+            # H4: a state saved in an epoch the trainer broke off early (its iterator not finished) was handed
+            # to the next epoch's iterator, which restored _last_yielded_worker_id and started that epoch at
+            # another worker (1086-1091); datasets discards its own epoch-tagged state (3029), the loader did
+            # not. A state of another epoch than the dataset's is dropped, as the dataset drops its own.
+            epoch = getattr(self.dataset, "epoch", None)
+            if self.next_iter_state is not None and epoch is not None:
+                saved = _dataset_epochs(self.next_iter_state)
+                if saved and int(epoch) not in saved:
+                    self.next_iter_state = None
+            if self._initial_iter_for_state_dict:
+                self._initial_iter_for_state_dict = False
+                assert self._iterator is not None
+            elif self.persistent_workers and self.num_workers > 0:
+                if self._iterator is None:
+                    self._iterator = self._get_iterator()
+                else:
+                    self._iterator._reset(self)
+            else:
+                self._iterator = self._get_iterator()
+            if self._iterator._finished:
+                if self.persistent_workers:
+                    self._iterator._reset(self)
+                else:
+                    self._iterator = self._get_iterator()
+
+            return self._iterator
+
+    return EpochAwareStatefulDataLoader
+
+
 def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
     fixes = frozenset(check_fixes(fixes, HF_FIXES))
     install_hf_patches()
 
+    loader_class = epoch_aware_loader_class() if "H4" in fixes else None
+
     def make_loader(sc):
-        return hf_iterable.HFLoader(sc, fixes=fixes)
+        return hf_iterable.HFLoader(sc, fixes=fixes, loader_class=loader_class)
 
-    def resume_promise(sc):
-        level, reason = hf_iterable.resume_promise(sc)
-        if level == "exact" and sc.break_after is not None and sc.num_workers >= 2:
-            return "once", H4_UNFIXED
-        return level, reason
-
-    return replace(hf_iterable.component(), make_loader=make_loader, resume_promise=resume_promise)
+    return replace(hf_iterable.component(), make_loader=make_loader)
 
 
 def hf_fixed() -> Target:

@@ -95,13 +95,14 @@ def ids_of(batch: Any) -> tuple:
 class HFLoader(DelegatingLoader):
     """``datasets.IterableDataset`` under torchdata's StatefulDataLoader; set_epoch goes to the dataset."""
 
-    def __init__(self, sc: StreamScenario, fixes: frozenset = frozenset()):
+    def __init__(self, sc: StreamScenario, fixes: frozenset = frozenset(), loader_class=None):
         self.ds = build_dataset(sc)
         if fixes:  # properties.stream_fixes: its patches act only on a dataset that names them
             self.ds._stream_fixes = fixes
-        self.dl = lib().StatefulDataLoader(self.ds, batch_size=sc.batch_size, num_workers=sc.num_workers,
-                                           persistent_workers=sc.persistent_workers and sc.num_workers > 0,
-                                           drop_last=sc.drop_last)
+        # loader_class: a StatefulDataLoader subclass carrying a fix to torchdata (properties.stream_fixes, H4)
+        self.dl = (loader_class or lib().StatefulDataLoader)(
+            self.ds, batch_size=sc.batch_size, num_workers=sc.num_workers,
+            persistent_workers=sc.persistent_workers and sc.num_workers > 0, drop_last=sc.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         self.ds.set_epoch(epoch)
