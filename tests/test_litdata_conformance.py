@@ -22,7 +22,7 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, fixes
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
@@ -90,45 +90,26 @@ def test_unknown_fix_is_named_in_the_error():
         fixes().litdata_component(("L99",))
 
 
-# Found by the campaigns on the fixed target (litdata with L1-L7); no fix patch yet
-# (docs/litdata-0.2.76-conformance.md, "Open findings").
-OPEN = {
-    # L8: a persistent worker counts epochs itself (StreamingDataset.__next__ bumps current_epoch at its
-    # StopIteration); an epoch the loop broke off never gets there, so the worker's next epoch reuses the
-    # last one's shuffle while the loader's state names the next: a restore then repeats and loses samples
-    "L8-persistent-break": ("stream_exactly_once", StreamScenario(
-        sources=(4,), chunk_size=1, shuffle=True, num_workers=1, persistent_workers=True, checkpoints=(0, 2),
-        break_after=1)),
-    # a non-cycling parallel mixture, shuffled, one persistent worker, restored at the epoch end:
-    # epoch 1 draws the second source in another order than the uninterrupted run
-    "O1-parallel-persistent": ("stream_resume", StreamScenario(
-        sources=(4, 4), mix="parallel", chunk_size=1, shuffle=True, shuffle_buffer=1, num_workers=1,
-        persistent_workers=True, checkpoints=(0, 1), restore_at_epoch_end=True)),
-    # a weighted mixture over 3 workers restored after a batch: a source's summed count exceeds its length
-    "O2-weighted-three-workers": ("stream_mixture", StreamScenario(
-        sources=(4, 4, 4), mix="combined", weights=(0.3333, 0.3333, 0.3333), chunk_size=1, num_workers=3,
-        checkpoints=(0, 1), restore_at_epoch_end=True)),
-    # a cycling parallel mixture over 2 workers holding unequal chunk counts, batches of 3: the restored
-    # per-worker counts disagree between sources and _ParallelDatasetIterator's assert fails
-    "O3-parallel-cycling-batches": ("stream_resume", StreamScenario(
-        sources=(14, 12), mix="parallel", cycle_length=14, chunk_size=4, num_workers=2, batch_size=3,
-        checkpoints=(1,))),
-}
+# The first fixed-target campaign's open failures (O1-O3) were traced: O2 is L9, O3 is L10 (with L7 for a
+# parallel mixture) and O1 is L8: a non-cycling parallel mixture stops at its first exhausted source, so a
+# persistent worker's other source never raised its StopIteration and kept the last epoch (the uninterrupted
+# run was the wrong one). O1's example is a second pin of L8; its corpus file names no ``finding`` (one file
+# per id).
+MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json")}
 
 
-def open_configuration(sc: StreamScenario) -> bool:
-    """The knobs every open finding needs: a fixed-target failure outside them is new."""
-    return sc.persistent_workers or (sc.mix == "parallel" and sc.num_workers >= 2) or (
-        sc.mix == "combined" and sc.weights is not None and sc.num_workers >= 2)
-
-
-@pytest.mark.xfail(strict=True, reason="open litdata findings on the fixed target (no fix patch yet)")
-@pytest.mark.parametrize("name", sorted(OPEN))
-def test_open_finding_fails_with_every_fix(name):
-    prop, sc = OPEN[name]
-    assert open_configuration(sc)
-    failure = first_failure(prop, fixes().litdata_component(), sc)
-    assert failure is None, failure
+@pytest.mark.parametrize("name", sorted(MERGED))
+def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_with_all(name):
+    finding, file = MERGED[name]
+    entry = corpus.load(fixes().STREAM_CORPUS / file)
+    assert "finding" not in entry and entry["expect"] == {"litdata": "fail", FIXED: "pass"}
+    prop = suite.get(entry["property"])
+    assert corpus.replay(entry).status == "fail"
+    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
+    assert fixed.status == "pass", fixed.message
+    others = [f for f in fixes().LITDATA_FIXES if f != finding]
+    without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
+    assert without.status == "fail", f"{name}'s example passes without {finding}: it is not {finding}'s"
 
 
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
@@ -140,10 +121,9 @@ def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(ca
     assert code == (1 if any(r["status"] == "fail" for r in rows.values()) else 0)
 
 
-def test_ci_check_of_litdata_with_the_fixes_fails_only_where_a_finding_is_open(capsys, tmp_path, monkeypatch):
+def test_ci_check_of_litdata_with_the_fixes_passes_every_stream_property(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     code, doc = ci_check(capsys, FIXED, 2)
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES) and all(r["examples"] >= 1 for r in rows.values())
-    for r in rows.values():
-        assert r["status"] == "pass" or open_configuration(decode_stream_scenario(r["minimal_example"])), r
+    assert all(r["status"] == "pass" for r in rows.values()), [r for r in rows.values() if r["status"] != "pass"]

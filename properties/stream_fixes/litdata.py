@@ -30,8 +30,17 @@ LITDATA_FIXES: dict[str, str] = {
           "batch size 1 and one worker on its sources",
     "L6": "StreamingDataset.load_state_dict takes the state's epoch, so a state saved again before the first batch "
           "after a resume names the restored epoch, not the constructor's",
-    "L7": "a CombinedStreamingDataset worker resumes each source from the count it delivered itself, not from the "
-          "sum over workers split as if every worker had delivered whole batches of that source in turn",
+    "L7": "a CombinedStreamingDataset (or ParallelStreamingDataset) worker resumes each source from the count it "
+          "delivered itself, not from the sum over workers split as if every worker had delivered whole batches of "
+          "that source in turn",
+    "L8": "a StreamingDataset worker starts each epoch at the loader's epoch (set_epoch writes it to shared memory) "
+          "instead of the count its own StopIteration kept, which a persistent worker's broken-off epoch left behind",
+    "L9": "StreamingDataLoader files each batch's per-worker counts under the worker that produced it (torch names "
+          "it when the batch arrives) instead of a round-robin guess, which is wrong once a worker ran out first",
+    "L10": "a cycling ParallelStreamingDataset takes each worker's share of a source as the chunk intervals it reads, "
+           "not an even split over workers: its resumed counter uses the length that worker cycles over, and a "
+           "restored loader resumes only if a worker is inside its part of the epoch (each worker's own count and "
+           "cycles, not per-source sums that drop the workers a cycle behind)",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -51,6 +60,8 @@ def litdata_classes() -> SimpleNamespace:
     v = litdata_target.lib()
     import litdata.streaming.dataloader as D
     import litdata.streaming.dataset as D_dataset
+    import litdata.streaming.parallel as D_parallel
+    import torch
     from torch.utils.data import DataLoader
 
     StreamingDataLoader = v.StreamingDataLoader
@@ -63,6 +74,7 @@ def litdata_classes() -> SimpleNamespace:
             self._live = False             # L1/L3: an iterator of this epoch is started and not ended or closed
             self._drain = False            # L3: the restored epoch had delivered everything but was not ended
             self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
+            self._received_from = 0        # L9: the worker whose batch arrived last
 
         def __iter__(self):
             resuming, self._pending_resume = self._pending_resume, False
@@ -107,6 +119,15 @@ def litdata_classes() -> SimpleNamespace:
 
         def load_state_dict(self, obj):
             self._litdata_load(obj)
+            if "L10" in self._fixes and isinstance(self.dataset, D.ParallelStreamingDataset) \
+                    and self.dataset.is_cycling() and not self.dataset.is_infinite():
+                # L10: litdata resumes a cycling epoch when `0 < (cycles * length + samples) % len(dataset)` for a
+                # source (dataloader.py:1075-1081) with sums over workers that keep only the workers in the highest
+                # cycle (ParallelStreamingDataset.get_num_samples_yielded, parallel.py:285-292): with uneven shares
+                # the workers cycle at different times, and an epoch that had delivered everything read as open.
+                # Each worker's position in its own part of the epoch is what its iterator resumes from.
+                self.restore = self.dataset._epoch_position(self._num_samples_yielded_wrapper, self._num_cycles,
+                                                            self.num_workers) > 0
             self._pending_resume, self._drain = True, False
             if "epoch_open" not in obj:
                 return
@@ -131,7 +152,22 @@ def litdata_classes() -> SimpleNamespace:
                 for _ in range(self._latest_worker_idx):
                     next(self._worker_idx_iter)
 
-        # litdata 0.2.76 StreamingDataLoader.__iter__ (dataloader.py:831-923), copied; changes marked L2.
+        def _batch_worker(self, counted: int) -> int:
+            """The worker that produced the batch just received (L9), or litdata's round-robin guess."""
+            if "L9" in self._fixes and self.num_workers > 0:
+                # L9: was `next(self._worker_idx_iter)` alone: batches arrive round-robin only while every worker
+                # has data; torch skips a worker whose iterator ended (an uneven split), and the counts the batch
+                # carries were filed under another worker's slot of _num_samples_yielded_wrapper / _num_cycles.
+                return self._received_from
+            return counted
+
+        def _get_iterator(self):
+            if "L9" in self._fixes and self.num_workers > 0:
+                self.check_worker_number_rationality()
+                return FixedStreamingMultiProcessingDataLoaderIter(self)
+            return StreamingDataLoader._get_iterator(self)
+
+        # litdata 0.2.76 StreamingDataLoader.__iter__ (dataloader.py:831-923), copied; changes marked L2, L9.
         # Its calls to its own state_dict/load_state_dict are litdata's (with L2's fresh worker cycle), not this
         # class's; its tracing and profiling lines are left out.
         def _iter_batches(self):
@@ -160,13 +196,13 @@ def litdata_classes() -> SimpleNamespace:
             self.dataset.set_epoch(self.current_epoch)
             if isinstance(self.dataset, D.StreamingDataset):
                 for batch in DataLoader.__iter__(self):
-                    self._latest_worker_idx = next(self._worker_idx_iter)
+                    self._latest_worker_idx = self._batch_worker(next(self._worker_idx_iter))
                     self._num_samples_yielded_streaming += self.batch_size
                     yield batch
             else:
                 self.dataset._set_use_streaming_dataloader(True)
                 for batch in DataLoader.__iter__(self):
-                    self._latest_worker_idx = next(self._worker_idx_iter)
+                    self._latest_worker_idx = self._batch_worker(next(self._worker_idx_iter))
                     if isinstance(batch, dict) and D.__NUM_SAMPLES_YIELDED_KEY__ in batch:
                         self._num_samples_yielded_wrapper[self._latest_worker_idx] = [
                             sample[-1].item() if self.batch_size > 1 else sample.item()
@@ -183,10 +219,36 @@ def litdata_classes() -> SimpleNamespace:
                         yield batch
             self.restore = False
 
+    class FixedStreamingMultiProcessingDataLoaderIter(D._StreamingMultiProcessingDataLoaderIter):
+        # torch's _MultiProcessingDataLoaderIter._process_data (torch/utils/data/dataloader.py), which receives the
+        # batch with the index of the worker that produced it; change marked L9.
+        def _process_data(self, data, worker_idx):
+            self._loader._received_from = worker_idx   # L9: the loader files the batch's counts under this worker
+            return super()._process_data(data, worker_idx)
+
     class FixedStreamingDataset(v.StreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
+            # L8: the loader's epoch, in shared memory so that a persistent worker's copy sees every set_epoch
+            # (as Hugging Face datasets shares its epoch with persistent workers)
+            self._shared_epoch = torch.tensor(self.current_epoch).share_memory_() if "L8" in self._fixes else None
+
+        # litdata 0.2.76 StreamingDataset.set_epoch (dataset.py:341-350), copied; change marked L8.
+        def set_epoch(self, current_epoch):
+            if self._shared_epoch is not None:
+                # L8: every worker, persistent ones included, starts its next epoch from this one
+                self._shared_epoch.fill_(current_epoch)
+            if self._state_dict is None:
+                self.current_epoch = current_epoch
+
+        def __iter__(self):
+            if self._shared_epoch is not None and not self._state_dict:
+                # L8: was nothing: a persistent worker kept the epoch its own __next__ counted at its StopIteration
+                # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. (A restored state's epoch
+                # still wins: __iter__ takes it at line 561.)
+                self.current_epoch = int(self._shared_epoch)
+            return super().__iter__()
 
         # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; change marked L7 (posix_fast
         # prefetching, off here, left out).
@@ -272,7 +334,7 @@ def litdata_classes() -> SimpleNamespace:
             self._fixes = frozenset(fixes)
 
         def __iter__(self):
-            iterator = super().__iter__()
+            iterator = self._litdata_iter()
             if "L4" in self._fixes and not self.is_cycling():
                 # L4, as for CombinedStreamingDataset: a persistent worker's next epoch starts fresh. (A cycling
                 # dataset continues across epochs by design; the loader hands it its position every epoch.)
@@ -285,6 +347,77 @@ def litdata_classes() -> SimpleNamespace:
                 for dataset in self._datasets:
                     dataset._state_dict = None
             return iterator
+
+        def _epoch_position(self, num_samples_yielded, num_cycles, num_workers) -> int:
+            """Samples delivered in the current epoch, summed over workers, each worker's count taken as its
+            iterator takes it (parallel.py:346) with the length it cycles over (L10's share) (L10)."""
+            workers = max(num_workers, 1)
+            total = 0
+            for rank, samples in (num_samples_yielded or {}).items():
+                env = SimpleNamespace(world_size=workers, rank=rank)
+                length = self._length // workers + (rank < self._length % workers)
+                share = self._worker_share(self._datasets[0], env)
+                total += (share * num_cycles[rank][0] + samples[0]) % length if length else 0
+            return total
+
+        def _worker_share(self, dataset, worker_env) -> int:
+            """How many samples of ``dataset`` this worker reads in a pass: its chunk intervals' sum (L10)."""
+            self._get_len(dataset)   # sets the loader's workers and batch size on it and builds its shuffler
+            _, intervals = dataset.shuffler.get_chunks_and_intervals_per_workers(
+                dataset.distributed_env, worker_env.world_size, dataset.batch_size, dataset.current_epoch)
+            rank = dataset.distributed_env.global_rank * worker_env.world_size + worker_env.rank
+            return sum(end - start for _, start, end, _ in intervals[rank])
+
+        # litdata 0.2.76 ParallelStreamingDataset.__iter__ (parallel.py:197-250), copied; change marked L10.
+        def _litdata_iter(self):
+            P = D_parallel
+            if self.is_cycling() and not self.resume:
+                self.set_epoch(1)
+            worker_env = P._WorkerEnv.detect()
+            num_samples_yielded = None
+            if self._num_samples_yielded is not None and worker_env.rank in self._num_samples_yielded:
+                num_samples_yielded = self._num_samples_yielded.get(worker_env.rank, 0)
+            num_cycles = None
+            if self._num_cycles is not None and worker_env.rank in self._num_cycles:
+                num_cycles = self._num_cycles.get(worker_env.rank, 0)
+            length = self._length
+            if isinstance(length, int):
+                length = length // worker_env.world_size + (worker_env.rank < length % worker_env.world_size)
+            tot_dset_lengths = self.get_all_lens()
+            if "L10" in self._fixes:
+                # L10: was `dl // world_size + (rank < dl % world_size)`, an even split of each source over the
+                # workers; a worker reads whole chunk intervals (here 8 and 6 of 14 samples), and the resumed
+                # counter below, (cycle length * cycles + samples) % length, must use the length it cycles over.
+                dset_lengths = [self._worker_share(d, worker_env) for d in self._datasets]
+            else:
+                dset_lengths = [
+                    dl // worker_env.world_size + (worker_env.rank < dl % worker_env.world_size)
+                    for dl in tot_dset_lengths
+                ]
+            tot_samples_yielded, tot_cycles = self.get_num_samples_yielded()
+            tot_samples_yielded = [0 if dl == 0 else s % dl for s, dl in zip(tot_samples_yielded, tot_dset_lengths)]
+            if self._reset_rngs:
+                state = (self._seed, worker_env.rank, *tot_samples_yielded)
+            elif self._length is None:
+                state = (self._seed, worker_env.rank, *tot_samples_yielded, self._current_epoch)
+            else:
+                state = (self._seed, worker_env.rank, *tot_samples_yielded, *tot_cycles)
+            seed = int(P.hashlib.sha256(str(state).encode()).hexdigest(), 16) % (2**32 - 1)
+            rngs = {
+                "random": P.random.Random(seed),  # noqa: S311
+                "numpy": P.np.random.default_rng(seed),
+                "torch": P.torch.Generator().manual_seed(seed),
+            }
+            if "L7" in self._fixes and num_samples_yielded is not None:
+                for dataset, count in zip(self._datasets, num_samples_yielded):
+                    dataset._own_samples_yielded = count   # L7, as for CombinedStreamingDataset
+            self._iterator = P._ParallelDatasetIterator(
+                self._datasets, self._use_streaming_dataloader, num_samples_yielded, num_cycles, length,
+                dset_lengths, self._transform, self._transform_nargs, rngs,
+            )
+            for dataset in self._datasets:
+                dataset._own_samples_yielded = None
+            return self._iterator
 
     return SimpleNamespace(StreamingDataLoader=_register(FixedStreamingDataLoader),
                            CombinedStreamingDataset=_register(FixedCombinedStreamingDataset),
