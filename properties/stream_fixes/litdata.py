@@ -122,7 +122,7 @@ def litdata_classes() -> SimpleNamespace:
             if "L10" in self._fixes and isinstance(self.dataset, D.ParallelStreamingDataset) \
                     and self.dataset.is_cycling() and not self.dataset.is_infinite():
                 # L10: litdata resumes a cycling epoch when `0 < (cycles * length + samples) % len(dataset)` for a
-                # source (dataloader.py:1075-1081) with sums over workers that keep only the workers in the highest
+                # source (dataloader.py:1080-1087) with sums over workers that keep only the workers in the highest
                 # cycle (ParallelStreamingDataset.get_num_samples_yielded, parallel.py:285-292): with uneven shares
                 # the workers cycle at different times, and an epoch that had delivered everything read as open.
                 # Each worker's position in its own part of the epoch is what its iterator resumes from.
@@ -231,8 +231,9 @@ def litdata_classes() -> SimpleNamespace:
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
             # L8: the loader's epoch, in shared memory so that a persistent worker's copy sees every set_epoch
-            # (as Hugging Face datasets shares its epoch with persistent workers)
+            # (as Hugging Face datasets shares its epoch with persistent workers), and the value this copy took last
             self._shared_epoch = torch.tensor(self.current_epoch).share_memory_() if "L8" in self._fixes else None
+            self._taken_epoch = self.current_epoch
 
         # litdata 0.2.76 StreamingDataset.set_epoch (dataset.py:341-350), copied; change marked L8.
         def set_epoch(self, current_epoch):
@@ -243,11 +244,12 @@ def litdata_classes() -> SimpleNamespace:
                 self.current_epoch = current_epoch
 
         def __iter__(self):
-            if self._shared_epoch is not None and not self._state_dict:
+            if self._shared_epoch is not None and not self._state_dict and int(self._shared_epoch) != self._taken_epoch:
                 # L8: was nothing: a persistent worker kept the epoch its own __next__ counted at its StopIteration
-                # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. (A restored state's epoch
-                # still wins: __iter__ takes it at line 561.)
-                self.current_epoch = int(self._shared_epoch)
+                # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. Taken when the loader set a
+                # new epoch only: between two set_epoch a cycling ParallelStreamingDataset re-iterates its sources
+                # and their own count is each cycle's epoch. (A restored state's epoch still wins: line 561.)
+                self.current_epoch = self._taken_epoch = int(self._shared_epoch)
             return super().__iter__()
 
         # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; change marked L7 (posix_fast
