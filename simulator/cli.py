@@ -466,15 +466,31 @@ def cmd_policy(args) -> int:
 
 # ---- advise ---------------------------------------------------------------------------------------
 
+def _delivery(lo: dict) -> str:
+    """An advise loader's delivery in words: balanced, reorder buffer N, in order, any order."""
+    if lo["order"] == "balanced":
+        return "balanced"
+    if lo.get("reorder_buffer"):
+        return f"reorder buffer {lo['reorder_buffer']}"
+    return "in order" if lo["in_order"] else "any order"
+
+
 def cmd_advise(args) -> int:
     from .advise import advise, read_trace
     from .training import parse_step_model
 
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
+    text = args.reorder_buffers.strip().lower()
+    try:
+        multiples = () if text == "none" else tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--reorder-buffers takes comma-separated multiples of workers x prefetch like 8 or "
+                          f"4,16, or 'none', got {args.reorder_buffers!r}") from None
     with _progress(args, "advise") as bar:
         out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
-                     where=f"--trace {args.trace}", progress=bar)
+                     where=f"--trace {args.trace}", reorder_buffers=multiples, deterministic=args.deterministic,
+                     progress=bar)
     if args.json:
         _emit_json(_clean(out))
         return 0
@@ -485,14 +501,26 @@ def cmd_advise(args) -> int:
         if e is None:
             continue
         lo, p = e["loader"], e["predicted"]
-        order = lo["order"] if lo["order"] == "balanced" else ("in order" if lo["in_order"] else "any order")
-        rows.append([name, f"{lo['num_workers']} / {lo['prefetch_factor']} / {order}", e["gate_label"],
+        rows.append([name, f"{lo['num_workers']} / {lo['prefetch_factor']} / {_delivery(lo)}", e["gate_label"],
                      secs(p["first_step_s"]), " ".join(f"{p['tokens_by_hour'][k] / 1e6:.1f}M" for k in hk),
                      pct(p["stall_fraction"], 1), f"{p['peak_buffer_samples']} / {p['peak_buffer_tokens'] / 1e6:.1f}M"])
     print(f"advise: {out['trace']['samples']} samples, budget {budget_label(out['budget'])}, dp {out['dp']}, step time "
           f"{out['step_time']['name']}; {out['configs_searched']} configurations in {out['seconds']:.1f} s")
     print(table(["", "workers / prefetch / order", "gate", "first step (s)", f"tokens by h {','.join(hk)}", "stall",
                  "peak buffer / rank"], rows, "lllrrrr"))
+    if out["trace_ended_loaders"]:
+        print(f"\n{out['trace_ended_loaders']} of {len(out['loaders_searched'])} loaders used up the trace before "
+              f"{hk[-1]} h; they are ranked at their own rate to {hk[-1]} h (a longer trace would measure it)")
+    if not out["memory_cap_met"]:
+        print(f"\nno loader searched keeps its peak buffer within --memory-cap-tokens {out['memory_cap_tokens']}: "
+              "the recommendation is the best regardless")
+    alt = out["deterministic_alternative"]
+    if alt is not None:
+        lo = alt["loader"]
+        print(f"\nin_order=False delivers in arrival order (not reproducible; resume is exactly-once but not in the "
+              f"uninterrupted order). The best deterministic loader searched, {lo['num_workers']} / "
+              f"{lo['prefetch_factor']} / {_delivery(lo)}, trains {alt['ratio']:.3f}x its tokens with fixed:24; "
+              "--deterministic searches only those")
     print("\nrecommended, as code:\n" + out["recommended"]["code"])
     print("\nas JSON (gate): " + json.dumps(out["recommended"]["gate"]))
     return 0
@@ -652,7 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(pol)
     pol.set_defaults(func=cmd_policy)
 
-    a = sub.add_parser("advise", help="search workers, prefetch, order and the gate on your trace; print the "
+    a = sub.add_parser("advise", help="search workers, prefetch, order, reorder buffer and the gate on your trace; print the "
                        "recommended LoaderConfig and gate")
     a.add_argument("--trace", required=True, metavar="FILE", help="CSV with header id,tokens,cost_s,source (sampler order)")
     a.add_argument("--budget", required=True, type=parse_budget, help="token budget per micro-batch (e.g. 512K)")
@@ -662,6 +690,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--memory-cap-tokens", type=int, default=None, metavar="T",
                    help="only configurations whose peak buffered tokens per rank stay within T")
     a.add_argument("--hours", type=parse_hours, default=(24.0,), help="comma-separated hours (default 24)")
+    a.add_argument("--reorder-buffers", default="8", metavar="M[,M...]|none",
+                   help="reorder_buffer sizes searched, as multiples of workers x prefetch (default 8; 'none': "
+                   "no reorder buffer)")
+    a.add_argument("--deterministic", action="store_true",
+                   help="search only loaders that deliver a deterministic order (no in_order=False)")
     _add_common(a)
     a.set_defaults(func=cmd_advise)
 
