@@ -392,6 +392,10 @@ def _ratio_cell(ratio: dict | None, hours) -> str:
     return " ".join(f"{ratio[k]:.3f}" for k in hours)
 
 
+def _seeds(seeds) -> str:
+    return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+
+
 def cmd_policy(args) -> int:
     import os
 
@@ -400,7 +404,7 @@ def cmd_policy(args) -> int:
 
     config = PolicyConfig(budgets=tuple(args.budgets), dp_sizes=tuple(args.dp), workloads=tuple(args.workloads),
                           gates=tuple(args.gates), hours=tuple(args.hours), step=parse_step_model(args.step_time),
-                          seed=args.seed, max_tokens=args.tokens)
+                          seed=args.seed, max_tokens=args.tokens, streams=args.streams)
     if args.plot:
         from .plot import check_path
 
@@ -418,12 +422,15 @@ def cmd_policy(args) -> int:
                                       "workloads": list(config.workloads), "gates": list(config.gates),
                                       "hours": list(config.hours), "step_time": config.step.to_json(),
                                       "seed": config.seed, "advice_seed_offset": 1000,
+                                      "streams": config.streams, "scored_seeds": list(config.scored_seeds),
+                                      "advice_seeds": list(config.advice_seeds),
                                       "fixed_search": list(config.fixed_search), "max_tokens": config.max_tokens},
                            **result}))
         return 0
     print(f"policy: tokens trained by hour {', '.join(hk)} (DP ranks in lockstep, step time "
           f"{config.step.name}: {config.step.base_s:g} s + {config.step.a:.3g} s/token + {config.step.b:.3g} "
-          f"s/token^2 per micro-batch); scored stream seed {config.seed}, advice stream seed {config.seed + 1000}")
+          f"s/token^2 per micro-batch); tokens are the mean over {config.streams} scored stream(s), seeds "
+          f"{_seeds(config.scored_seeds)}; advice chosen on seeds {_seeds(config.advice_seeds)}")
     shown = set(config.gates) | {r["gate"] for r in result["rows"] if r["kind"] == "advised"}
     body = []
     for r in result["rows"]:
@@ -573,7 +580,8 @@ def cmd_derive_auto(args) -> int:
 
     check_int("--jobs", args.jobs, minimum=1)
     t0 = time.perf_counter()
-    out = derive_auto(PolicyConfig(), jobs=args.jobs)
+    check_int("--streams", args.streams, minimum=1)
+    out = derive_auto(PolicyConfig(streams=args.streams), jobs=args.jobs)
     out["seconds"] = time.perf_counter() - t0
     if args.json:
         json.dump(out, sys.stdout, indent=1)
@@ -674,7 +682,13 @@ def build_parser() -> argparse.ArgumentParser:
                      "BASE,A,B: seconds per micro-batch = BASE + A*sum(l) + B*sum(l^2)")
     pol.add_argument("--tokens", type=int, default=None, metavar="N",
                      help="token parity: also report when each gate had trained N tokens (JSON time_to_tokens_s)")
-    pol.add_argument("--seed", type=int, default=22, help="scored stream seed (the advice stream is seed + 1000)")
+    from .policy import DEFAULT_STREAMS
+
+    pol.add_argument("--seed", type=int, default=22, help="first scored stream's seed (scored: seed..seed+S-1; "
+                     "advice: seed+1000..seed+1000+S-1)")
+    pol.add_argument("--streams", type=int, default=DEFAULT_STREAMS, metavar="S",
+                     help=f"scored streams per point, and as many advice streams; tokens are the mean over them "
+                     f"(default {DEFAULT_STREAMS})")
     pol.add_argument("--jobs", type=int, default=None, help="processes (default: min(2, CPUs))")
     pol.add_argument("--plot", metavar="FILE.png")
     _add_common(pol)
@@ -710,6 +724,8 @@ def build_parser() -> argparse.ArgumentParser:
     da = sub.add_parser("derive-auto", help="derive dynbsz's AUTO_TABLE: per budget the maximin warm-up schedule "
                         "over the policy grid's advice streams (~40 min on 2 cores)")
     da.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    da.add_argument("--streams", type=int, default=1, metavar="S",
+                    help="advice streams per point, the mean over them (default 1: what AUTO_TABLE was derived on)")
     da.add_argument("--json", action="store_true")
     da.set_defaults(func=cmd_derive_auto)
 

@@ -6,11 +6,18 @@ the step-time model), and so does every fixed buffer size in ``FIXED_SEARCH``: t
 those, hour by hour, is the oracle (``best_fixed``), a bound no fixed size set in advance can
 beat on this stream.
 
-The advised gate is chosen by ``advise_gate`` on *another* stream of the same workload (the
-advice stream: another seed), never on the stream it is judged on: it searches the fixed sizes
+The advised gate is chosen by ``advise_gate`` on *other* streams of the same workload (the
+advice streams: other seeds), never on a stream it is judged on: it searches the fixed sizes
 and warm-up ramps (``WarmupRampGate``) built from them, and keeps the gate whose worst ratio to
-the advice stream's per-hour best fixed size is the highest. Then it is run on the scored stream
+the advice streams' per-hour best fixed size is the highest. Then it is run on the scored streams
 and compared with the oracle there (``advised_ratio``, per hour).
+
+With ``streams=S`` there are S scored and S advice streams, and every gate's tokens are the mean
+over them. One stream is noisy: by hour 1 a run has trained 5-40 steps, so one step is 2-20% of
+its tokens, and between sizes 2-64 which size is best at an hour is mostly that noise. An oracle
+that takes the best of 12 sizes on one stream collects the noise (the maximum of 12 noisy
+figures is biased upwards), and an advice chosen on one stream fits its own noise; the mean
+over S streams shrinks both by about sqrt(S).
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ FIXED_SEARCH = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100, 200)
 RAMP_STEPS = (10, 50, 200)
 #: The advice stream's seed is the scored stream's plus this: another stream of the same workload.
 ADVICE_SEED_OFFSET = 1000
+#: scored streams per point by default (and as many advice streams); ``--streams`` sets it
+DEFAULT_STREAMS = 3
 #: The goal: the advised gate reaches this share of the per-hour best fixed size.
 GOAL_RATIO = 0.99
 
@@ -64,6 +73,7 @@ class PolicyConfig:
     seed: int = SEED_STREAM
     fixed_search: tuple[int, ...] = FIXED_SEARCH
     max_tokens: int | None = None     # token parity: also report when each gate reached this many tokens
+    streams: int = DEFAULT_STREAMS    # scored streams per point (seeds seed..seed+S-1), as many advice streams
 
     def __post_init__(self) -> None:
         for name in ("budgets", "dp_sizes", "workloads", "gates", "hours", "fixed_search"):
@@ -90,10 +100,19 @@ class PolicyConfig:
         check_int("seed", self.seed, minimum=0)
         if self.max_tokens is not None:
             check_int("max_tokens", self.max_tokens, minimum=1)
+        check_int("streams", self.streams, minimum=1, maximum=ADVICE_SEED_OFFSET - 1)
 
     @property
     def horizon_s(self) -> float:
         return max(self.hours) * HOUR
+
+    @property
+    def scored_seeds(self) -> tuple[int, ...]:
+        return tuple(self.seed + i for i in range(self.streams))
+
+    @property
+    def advice_seeds(self) -> tuple[int, ...]:
+        return tuple(self.seed + ADVICE_SEED_OFFSET + i for i in range(self.streams))
 
 
 @dataclass(frozen=True)
@@ -101,10 +120,10 @@ class GateAdvice:
     """What ``advise_gate`` chose, and the table it chose from (on the advice stream)."""
 
     label: str
-    score: float                       # worst ratio over hours to the advice stream's best fixed size
-    best_fixed: dict                   # hour -> (label, tokens) on the advice stream
-    candidates: dict                   # label -> {hour: tokens, the step in progress pro rata}
-    runs: dict                         # label -> TrainingRun (advice stream)
+    score: float                       # worst ratio over hours to the advice streams' best fixed size
+    best_fixed: dict                   # hour -> (label, mean tokens) on the advice streams
+    candidates: dict                   # label -> {hour: mean tokens, the step in progress pro rata}
+    runs: dict                         # label -> TrainingRun (the first advice stream)
 
 
 def _tokens(run: TrainingRun, hours: Sequence[float]) -> dict[str, int]:
@@ -153,25 +172,37 @@ def ramp_candidates(best: dict[str, tuple[str, int]], sizes: Sequence[int]) -> l
     return out
 
 
-def advise_gate(trainer: Trainer, budget: int, dp: int, hours: Sequence[float],
+def mean_by_hour(tables: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per hour, the mean over streams."""
+    return {k: sum(t[k] for t in tables) / len(tables) for k in tables[0]}
+
+
+def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hours: Sequence[float],
                 sizes: Sequence[int] = FIXED_SEARCH) -> GateAdvice:
-    """Choose a gate on ``trainer``'s stream: the fixed sizes, then ramps between the per-hour winners.
+    """Choose a gate on the streams of ``trainer`` (one, or several: the mean over them): the fixed
+    sizes, then ramps between the per-hour winners.
 
     The score of a gate is its worst ratio, over ``hours``, to the best fixed size at that hour, on
     tokens with the step in progress counted pro rata (``_rate_tokens``);
     the highest score wins (ties: fixed before ramps, smaller before larger: the simpler gate).
     """
+    trainers = [trainer] if isinstance(trainer, Trainer) else list(trainer)
+    if not trainers:
+        raise ConfigError("advise_gate needs at least one advice stream")
     runs: dict[str, TrainingRun] = {}
-    table: dict[str, dict[str, int]] = {}
+    table: dict[str, dict[str, float]] = {}
+
+    def add(lab: str) -> None:
+        each = [t.run(budget, lab, dp) for t in trainers]
+        runs[lab] = each[0]
+        table[lab] = mean_by_hour([_rate_tokens(r, hours) for r in each])
+
     for n in sizes:
-        lab = f"fixed:{n}"
-        runs[lab] = trainer.run(budget, lab, dp)
-        table[lab] = _rate_tokens(runs[lab], hours)
+        add(f"fixed:{n}")
     best = best_by_hour(table, hours)
     # dynbsz's gate='auto' (the grid's maximin schedule for the budget) is a candidate too: a robust prior
     for lab in ramp_candidates(best, sizes) + ["auto"]:
-        runs[lab] = trainer.run(budget, lab, dp)
-        table[lab] = _rate_tokens(runs[lab], hours)
+        add(lab)
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
     score, _, label = max(scored)
     return GateAdvice(label, score, best, table, runs)
@@ -199,52 +230,47 @@ class PolicyStudy:
     def point(self, budget: int, dp: int, workload: str) -> tuple[list[dict], dict]:
         cfg = self.config
         hours = cfg.hours
-        scored = self.trainer(workload, cfg.seed)
-        advice = advise_gate(self.trainer(workload, cfg.seed + ADVICE_SEED_OFFSET), budget, dp, hours,
+        advice = advise_gate([self.trainer(workload, s) for s in cfg.advice_seeds], budget, dp, hours,
                              cfg.fixed_search)
         rows = []
-        table: dict[str, dict[str, int]] = {}
+        table: dict[str, dict[str, float]] = {}
 
-        def add(label: str, run: TrainingRun | None, error: str | None = None, kind: str = "gate") -> None:
+        def scored(label: str) -> list[TrainingRun]:
+            if cfg.max_tokens is None:
+                return [self.trainer(workload, s).run(budget, label, dp) for s in cfg.scored_seeds]
+            return [self._parity(workload, budget, label, dp, s) for s in cfg.scored_seeds]
+
+        def add(label: str, runs: list[TrainingRun] | None, error: str | None = None, kind: str = "gate") -> None:
             row = {"budget": budget, "dp": dp, "workload": workload, "gate": label, "kind": kind}
-            if run is None:
+            if runs is None:
                 row.update(error=error)
             else:
-                s = run.summary(hours)
-                row.update({k: s[k] for k in ("first_step_s", "first_step_p50_s", "tokens_by_hour", "stall_fraction",
-                                              "straggle_fraction", "steady_fill", "peak_buffer_tokens",
-                                              "peak_buffer_samples", "steps")})
-                for k in ("source_share_drift", "source_shares"):
-                    if k in s:
-                        row[k] = s[k]
+                row.update(streams_summary([r.summary(hours) for r in runs]))
                 if cfg.max_tokens is not None:
-                    row["time_to_tokens_s"] = run.time_to_tokens(cfg.max_tokens)
-                table[label] = s["tokens_by_hour"]
+                    row["time_to_tokens_s"] = max(r.time_to_tokens(cfg.max_tokens) for r in runs)
+                table[label] = row["tokens_by_hour"]
             rows.append(row)
 
-        runs: dict[str, TrainingRun] = {}
+        searched = set()
         for n in cfg.fixed_search:
             lab = f"fixed:{n}"
-            runs[lab] = scored.run(budget, lab, dp) if cfg.max_tokens is None else self._parity(workload, budget,
-                                                                                                   lab, dp)
-            add(lab, runs[lab], kind="search")
-        fixed_table = dict(table)
-        best = best_by_hour(fixed_table, hours)
+            add(lab, scored(lab), kind="search")
+            searched.add(lab)
+        best = best_by_hour(dict(table), hours)
         for g in cfg.gates:
-            if g in runs:
+            if g in searched:
                 for r in rows:
                     if r["gate"] == g:
                         r["kind"] = "gate"
                 continue
             try:
-                run = scored.run(budget, g, dp) if cfg.max_tokens is None else self._parity(workload, budget, g, dp)
+                runs = scored(g)
             except ConfigError as e:     # context_aware fails closed off 512K/1M
                 add(g, None, error=str(e).split(";")[0])
                 continue
-            add(g, run)
+            add(g, runs)
         advised = f"advised={advice.label}"
-        add(advised, scored.run(budget, advice.label, dp) if cfg.max_tokens is None else
-            self._parity(workload, budget, advice.label, dp), kind="advised")
+        add(advised, scored(advice.label), kind="advised")
         ratio = {k: (table[advised][k] / b if b else 1.0) for k, (_, b) in best.items()}
 
         def ratio_of(label):
@@ -275,11 +301,11 @@ class PolicyStudy:
                                                                       dp * budget)
         return rows, entry
 
-    def _parity(self, workload: str, budget: int, gate: str, dp: int) -> TrainingRun:
+    def _parity(self, workload: str, budget: int, gate: str, dp: int, seed: int) -> TrainingRun:
         cfg = self.config
-        t = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], step=cfg.step, seed=cfg.seed,
+        t = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], step=cfg.step, seed=seed,
                                    horizon_s=cfg.horizon_s, max_tokens=None))
-        t.stream = self.trainer(workload, cfg.seed).stream
+        t.stream = self.trainer(workload, seed).stream
         return t.run(budget, gate, dp)
 
     def run(self, progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> dict:
@@ -307,6 +333,31 @@ class PolicyStudy:
             progress(len(pts), len(pts), "done")
         rows = [r for rs, _ in results for r in rs]
         return {"rows": rows, "best": [e for _, e in results], "seconds": time.perf_counter() - t0}
+
+
+#: a row's figures over the scored streams: the mean, except the peaks (the largest) and the drift
+#: (the largest: the worst window of any stream)
+_MEAN_KEYS = ("first_step_s", "first_step_p50_s", "stall_fraction", "straggle_fraction", "steady_fill", "steps")
+_MAX_KEYS = ("peak_buffer_tokens", "peak_buffer_samples")
+
+
+def streams_summary(summaries: Sequence[dict]) -> dict:
+    """One row from the summaries of the same gate on each scored stream (``TrainingRun.summary``);
+    with one stream, that stream's figures."""
+    n = len(summaries)
+    out = {k: sum(s[k] for s in summaries) / n for k in _MEAN_KEYS}
+    out.update({k: max(s[k] for s in summaries) for k in _MAX_KEYS})
+    out["tokens_by_hour"] = mean_by_hour([s["tokens_by_hour"] for s in summaries])
+    if n == 1:
+        out["steps"] = summaries[0]["steps"]
+        out["tokens_by_hour"] = dict(summaries[0]["tokens_by_hour"])
+    else:
+        out["tokens_by_hour_per_stream"] = [s["tokens_by_hour"] for s in summaries]
+    if "source_shares" in summaries[0]:
+        names = summaries[0]["source_shares"]
+        out["source_shares"] = {k: sum(s["source_shares"][k] for s in summaries) / n for k in names}
+        out["source_share_drift"] = {k: max(s["source_share_drift"][k] for s in summaries) for k in names}
+    return out
 
 
 def _point(config: PolicyConfig, budget: int, dp: int, workload: str):
@@ -350,17 +401,21 @@ def auto_candidates(sizes: Sequence[int] = FIXED_SEARCH) -> list[str]:
 
 
 def _auto_point(config: PolicyConfig, budget: int, dp: int, workload: str, candidates: Sequence[str]) -> dict:
-    """Every candidate's worst-hour ratio to the per-hour best fixed size, on the *advice* stream of one point."""
+    """Every candidate's worst-hour ratio to the per-hour best fixed size, on the *advice* streams of one
+    point (the mean over them)."""
     study = PolicyStudy(config)
-    trainer = study.trainer(workload, config.seed + ADVICE_SEED_OFFSET)
-    fixed = {f"fixed:{n}": _tokens(trainer.run(budget, f"fixed:{n}", dp), config.hours) for n in config.fixed_search}
+    trainers = [study.trainer(workload, s) for s in config.advice_seeds]
+
+    def tokens(lab: str) -> dict[str, float]:
+        return mean_by_hour([_tokens(t.run(budget, lab, dp), config.hours) for t in trainers])
+
+    fixed = {f"fixed:{n}": tokens(f"fixed:{n}") for n in config.fixed_search}
     best = best_by_hour(fixed, config.hours)
     ratios = {}
     for lab in candidates:
         start, full, _, _ = ramp_row(lab)
         same = f"fixed:{start}" if start == full else None
-        toks = fixed[same] if same in fixed else _tokens(trainer.run(budget, lab, dp), config.hours)
-        ratios[lab] = worst_ratio(toks, best)
+        ratios[lab] = worst_ratio(fixed[same] if same in fixed else tokens(lab), best)
     return {"budget": budget, "dp": dp, "workload": workload, "ratios": ratios}
 
 

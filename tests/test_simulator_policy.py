@@ -15,7 +15,8 @@ from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig
 
 K = 1024
 TINY = PolicyConfig(budgets=(512 * K,), dp_sizes=(1,), workloads=("seed",), hours=(1.0, 3.0),
-                    fixed_search=(4, 8, 24, 200), gates=("fixed:200", "context_aware", "warmup_ramp:8:24:0:10"))
+                    fixed_search=(4, 8, 24, 200), gates=("fixed:200", "context_aware", "warmup_ramp:8:24:0:10"),
+                    streams=1)
 
 
 def test_point_rows_and_best_entry_have_the_documented_fields():
@@ -50,9 +51,38 @@ def test_advice_is_chosen_on_another_stream():
     assert entry["advised_gate"] == advice.label       # the same stream gives the same advice: deterministic
 
 
+def test_with_several_streams_every_figure_is_the_mean_and_advice_uses_the_advice_streams_only():
+    cfg = PolicyConfig(budgets=(512 * K,), dp_sizes=(1,), workloads=("seed",), hours=(1.0, 3.0),
+                       fixed_search=(4, 8, 24), gates=("fixed:200",), streams=2)
+    assert cfg.scored_seeds == (22, 23) and cfg.advice_seeds == (22 + ADVICE_SEED_OFFSET, 23 + ADVICE_SEED_OFFSET)
+    rows, entry = PolicyStudy(cfg).point(512 * K, 1, "seed")
+
+    def trainer(seed):
+        return Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed"], seed=seed, horizon_s=3 * 3600.0))
+
+    # the scored figures, recomputed run by run from the two scored streams
+    row = next(r for r in rows if r["gate"] == "fixed:8")
+    per = [trainer(s).run(512 * K, "fixed:8", 1) for s in (22, 23)]
+    assert row["tokens_by_hour_per_stream"] == [r.tokens_by_hour((1.0, 3.0)) for r in per]
+    for h in ("1", "3"):
+        assert row["tokens_by_hour"][h] == pytest.approx(sum(r.tokens_by_hour((1.0, 3.0))[h] for r in per) / 2)
+    assert row["first_step_s"] == pytest.approx((per[0].first_step_s + per[1].first_step_s) / 2)
+    assert row["peak_buffer_tokens"] == max(r.peak_buffer_tokens for r in per)
+    # the advice: chosen on the two advice streams, the same as advise_gate over them
+    advice = advise_gate([trainer(s) for s in cfg.advice_seeds], 512 * K, 1, (1.0, 3.0), (4, 8, 24))
+    assert entry["advised_gate"] == advice.label
+    single = advise_gate(trainer(cfg.advice_seeds[0]), 512 * K, 1, (1.0, 3.0), (4, 8, 24))
+    lab = "fixed:4"
+    both = [advise_gate(trainer(s), 512 * K, 1, (1.0, 3.0), (4, 8, 24)).candidates[lab] for s in cfg.advice_seeds]
+    assert advice.candidates[lab] == {h: pytest.approx((both[0][h] + both[1][h]) / 2) for h in ("1", "3")}
+    assert single.candidates[lab] == both[0]
+    with pytest.raises(ConfigError, match="streams"):
+        PolicyConfig(streams=0)
+
+
 def test_policy_cli_json_and_table(capsys):
     argv = ["policy", "--budgets", "512K", "--dp", "1", "--workloads", "seed", "--hours", "1,2",
-            "--gates", "fixed:200,warmup_ramp", "--jobs", "1", "--no-progress"]
+            "--gates", "fixed:200,warmup_ramp", "--jobs", "1", "--streams", "1", "--no-progress"]
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"rows", "best", "config"}
@@ -103,7 +133,7 @@ def test_derive_auto_takes_the_maximin_candidate_over_the_budgets_points():
     from simulator.policy import derive_auto
 
     cfg = PolicyConfig(budgets=(512 * K,), dp_sizes=(1, 2), workloads=("seed",), hours=(1.0, 3.0),
-                       fixed_search=(4, 8, 24), gates=())
+                       fixed_search=(4, 8, 24), gates=(), streams=1)
     out = derive_auto(cfg)
     assert len(out["points"]) == 2 and all(p["budget"] == 512 * K for p in out["points"])
     worst = {lab: min(p["ratios"][lab] for p in out["points"]) for lab in out["candidates"]}
