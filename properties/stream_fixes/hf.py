@@ -26,6 +26,11 @@ HF_FIXES: dict[str, str] = {
     "H6": "shuffle()'s shard interleaving keeps an interleave_datasets mixture whole instead of splitting it into "
           "per-shard copies read in turn (a weighted mixture's copies each draw the same sources from a copy of one "
           "generator)",
+    "H7": "a resumed shuffle buffer does not re-read the input of the table it was delivering: the loader-level "
+          "rebatching over a shuffle buffer saves the buffer's state as of the table it received and skips nothing "
+          "on resume (that table's undelivered rows go with the buffer, as documented)",
+    "H8": "(with H5's state) each new iteration of a DataLoader worker's dataset reports its own start as its state "
+          "until its first sample, not where the previous iteration (or an abandoned iterator's tasks) left off",
 }
 #: kept for properties.stream_fixes.__init__'s re-export until it drops the name: H4 is fixed (HF_FIXES["H4"]) and
 #: the fixed target holds every resume with one shuffle-buffer sample or none to batch for batch again.
@@ -47,10 +52,11 @@ def _fixes_of(ds) -> frozenset:
 def install_hf_patches() -> None:
     import datasets.iterable_dataset as I
     import numpy as np
+    import pyarrow as pa
 
     cls = I.IterableDataset
     released_prepare, released_load = cls._prepare_ex_iterable_for_iteration, cls.load_state_dict
-    released_state_dict = cls.state_dict
+    released_state_dict, released_iter = cls.state_dict, cls.__iter__
 
     def shuffle_generator(ex_iterable):
         while ex_iterable is not None:
@@ -59,7 +65,7 @@ def install_hf_patches() -> None:
             ex_iterable = getattr(ex_iterable, "ex_iterable", None)
         return None
 
-    # datasets 5.2.0 InterleavedShardsExamplesIterable._interleave_shards (iterable_dataset.py:1951-1958), copied;
+    # datasets 5.2.0 InterleavedShardsExamplesIterable._interleave_shards (iterable_dataset.py:1952-1958), copied;
     # the change is marked H6. Installed (by keep_mixtures_whole) only in the pipeline of a dataset that names H6.
     class MixtureKeepingInterleavedShards(I.InterleavedShardsExamplesIterable):
         def _interleave_shards(self):
@@ -96,6 +102,118 @@ def install_hf_patches() -> None:
             ex_iterable.ex_iterable = keep_mixtures_whole(ex_iterable.ex_iterable)
         return ex_iterable
 
+    # datasets 5.2.0 RebatchedArrowExamplesIterable._iter_arrow (iterable_dataset.py:528-621), copied; the changes
+    # are marked H7. Used (by prepare) only as the loader-level rebatching of a pipeline with a shuffle buffer.
+    class RebatchedOverShuffleBuffer(I.RebatchedArrowExamplesIterable):
+        def _iter_arrow(self):
+            if self._state_dict and self._state_dict["previous_state"]:
+                self.ex_iterable.load_state_dict(self._state_dict["previous_state"])
+            if self.ex_iterable.iter_arrow:
+                iterator = self.ex_iterable.iter_arrow()
+            elif self.force_convert_to_arrow:
+                iterator = I._convert_to_arrow(self.ex_iterable, batch_size=1)
+            else:
+                raise RuntimeError("_iter_arrow is not available in RebatchedArrowExamplesIterable, use an examples "
+                                   "iterable that implements _iter_arrow() or pass force_convert_to_arrow=True")
+            if self.batch_size is None or self.batch_size <= 0:
+                if self._state_dict and self._state_dict["batch_idx"] > 0:
+                    return
+                all_pa_table = pa.concat_tables([pa_table for _, pa_table in iterator])
+                if self._state_dict:
+                    self._state_dict["batch_idx"] = 1
+                yield "all", all_pa_table
+                return
+            keys_buffer = []
+            chunks_buffer = []
+            chunks_buffer_size = 0
+            num_chunks_to_skip = self._state_dict["num_chunks_since_previous_state"] if self._state_dict else 0
+            chunk_length_to_crop = self._state_dict["cropped_chunk_length"] if self._state_dict else 0
+            num_chunks_since_checkpoint = 0
+            if self._state_dict:
+                previous_state = self.ex_iterable.state_dict()
+                self._state_dict["previous_state"] = previous_state
+            for key, pa_table in iterator:
+                if self._state_dict:
+                    # H7: was the state from before this table's input was read (updated after the table): a resume
+                    # re-read that input into an empty buffer, which shuffles it into another table, and skipped
+                    # as many rows of it as had been delivered: rows delivered before came again, others were
+                    # skipped. The buffer's state as of this table; its undelivered rows go with the buffer.
+                    previous_state = self.ex_iterable.state_dict()
+                for num_chunks_since_previous_state, chunk in enumerate(pa_table.to_reader(max_chunksize=self.batch_size)):
+                    num_chunks_since_checkpoint += 1
+                    if num_chunks_to_skip > 1:
+                        num_chunks_to_skip -= 1
+                        continue
+                    elif num_chunks_to_skip == 1 and chunk_length_to_crop == 0:
+                        num_chunks_to_skip -= 1
+                        continue
+                    elif num_chunks_to_skip == 1 and chunk_length_to_crop > 0:
+                        chunk = chunk.slice(chunk_length_to_crop, len(chunk) - chunk_length_to_crop)
+                        num_chunks_to_skip = 0
+                        chunk_length_to_crop = 0
+                    if len(chunk) == 0:
+                        continue
+
+                    if chunks_buffer_size + len(chunk) < self.batch_size:
+                        keys_buffer.append(key)
+                        chunks_buffer.append(chunk)
+                        chunks_buffer_size += len(chunk)
+                        continue
+                    elif chunks_buffer_size + len(chunk) == self.batch_size:
+                        keys_buffer.append(key)
+                        chunks_buffer.append(chunk)
+                        new_key = "_".join(str(_key) for _key in keys_buffer)
+                        if self._state_dict:
+                            self._state_dict["batch_idx"] += 1
+                            self._state_dict["previous_state"] = previous_state   # H7: was set after the yield
+                            self._state_dict["num_chunks_since_previous_state"] = 0   # H7: nothing to skip
+                            self._state_dict["cropped_chunk_length"] = 0
+                        yield new_key, pa.Table.from_batches(chunks_buffer)
+                        keys_buffer = []
+                        chunks_buffer = []
+                        chunks_buffer_size = 0
+                        if self._state_dict:
+                            num_chunks_since_checkpoint = num_chunks_since_previous_state + 1
+                    else:
+                        cropped_chunk_length = self.batch_size - chunks_buffer_size
+                        keys_buffer.append(f"{key}[:{cropped_chunk_length}]")
+                        chunks_buffer.append(chunk.slice(0, cropped_chunk_length))
+                        new_key = "_".join(str(_key) for _key in keys_buffer)
+                        if self._state_dict:
+                            self._state_dict["batch_idx"] += 1
+                            self._state_dict["previous_state"] = previous_state   # H7: was set after the yield
+                            self._state_dict["num_chunks_since_previous_state"] = 0   # H7: the rest is lost
+                            self._state_dict["cropped_chunk_length"] = 0
+                        yield new_key, pa.Table.from_batches(chunks_buffer)
+                        keys_buffer = [f"{key}[{cropped_chunk_length}:]"]
+                        chunks_buffer = [chunk.slice(cropped_chunk_length, len(chunk) - cropped_chunk_length)]
+                        chunks_buffer_size = len(chunk) - cropped_chunk_length
+                        if self._state_dict:
+                            num_chunks_since_checkpoint = num_chunks_since_previous_state + 1
+            if not self.drop_last_batch and chunks_buffer:
+                new_key = "_".join(str(_key) for _key in keys_buffer)
+                if self._state_dict:
+                    self._state_dict["previous_state"] = previous_state
+                    self._state_dict["batch_idx"] += 1
+                    self._state_dict["num_chunks_since_previous_state"] = 0
+                    self._state_dict["cropped_chunk_length"] = 0
+                yield new_key, pa.Table.from_batches(chunks_buffer)
+
+            if self.drop_last_batch and self._state_dict:
+                self._state_dict["previous_state"] = self.ex_iterable.state_dict()
+                self._state_dict["num_chunks_since_previous_state"] = 0
+                self._state_dict["cropped_chunk_length"] = 0
+
+        # the released methods build the released class; these keep the fix through the shardings
+        def shuffle_data_sources(self, generator):
+            return RebatchedOverShuffleBuffer(self.ex_iterable.shuffle_data_sources(generator), self.batch_size,
+                                              self.drop_last_batch, self.force_convert_to_arrow)
+
+        def shard_data_sources(self, num_shards: int, index: int, contiguous=True):
+            return RebatchedOverShuffleBuffer(
+                self.ex_iterable.shard_data_sources(num_shards, index, contiguous=contiguous), self.batch_size,
+                self.drop_last_batch, self.force_convert_to_arrow)
+
     # datasets 5.2.0 IterableDataset._prepare_ex_iterable_for_iteration (iterable_dataset.py:2958-3033),
     # copied; changes marked H1, H2, H5 and H6 (its log lines are left out).
     def prepare(self, batch_size: int = 1, drop_last_batch: bool = False):
@@ -105,8 +223,9 @@ def install_hf_patches() -> None:
         ex_iterable = self._ex_iterable
         if "H6" in fixes:
             ex_iterable = keep_mixtures_whole(ex_iterable)
-        if "H5" in fixes and _torch_worker() is not None:
-            self._iterated_in_worker = True   # H5: from here on this worker's own pipeline records the state
+        if fixes & {"H5", "H8"} and _torch_worker() is not None:
+            # H5, H8: from here on this iteration's own pipeline records the worker's state
+            self._worker_iteration_started = self._worker_iterated = True
 
         if self.epoch:
             generator = np.random.default_rng(self.epoch)
@@ -135,8 +254,10 @@ def install_hf_patches() -> None:
                 ex_iterable = I.StepExamplesIterable(ex_iterable, step=world_size, offset=rank)
 
         if ex_iterable.iter_arrow:
-            ex_iterable = I.RebatchedArrowExamplesIterable(
-                ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch)
+            # H7: over a shuffle buffer the rebatching saves the state the buffer had when it delivered the table
+            rebatched = (RebatchedOverShuffleBuffer if "H7" in fixes and _has_shuffle_buffer(ex_iterable)
+                         else I.RebatchedArrowExamplesIterable)
+            ex_iterable = rebatched(ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch)
         elif self._formatting and self._formatting.is_table:
             ex_iterable = I.RebatchedArrowExamplesIterable(
                 ex_iterable, batch_size=batch_size, drop_last_batch=drop_last_batch, force_convert_to_arrow=True)
@@ -181,19 +302,35 @@ def install_hf_patches() -> None:
 
     # datasets 5.2.0 IterableDataset.state_dict (iterable_dataset.py:2747-2798), copied; the change is marked H5.
     def state_dict(self) -> dict:
-        if ("H5" in _fixes_of(self) and _torch_worker() is not None and self._starting_state_dict is None
-                and not getattr(self, "_iterated_in_worker", False)):
+        fixes = _fixes_of(self)
+        starting = self._starting_state_dict
+        if (fixes & {"H5", "H8"} and _torch_worker() is not None
+                and not getattr(self, "_worker_iteration_started", False)
+                and not (starting and starting["epoch"] == self.epoch)):
+            first = not getattr(self, "_worker_iterated", False)
             # H5: before this worker's first sample its state was the main process's pipeline's (built by
-            # __init__, 2711), whose mixture generator lacks the worker's shift (shift_ex_examples_rngs,
+            # __init__, 2712), whose mixture generator lacks the worker's shift (shift_ex_examples_rngs,
             # 2920); restored in the worker it replaced the shifted generator and re-drew the interleaving.
-            own = worker_initial_state(self)
-            if own is not None:
-                return I._fast_copy(own)
+            # H8: before a persistent worker's next iteration (torchdata's _ResumeIteration asks then) it was
+            # where the last iteration left off, which may be the new epoch already: an abandoned iterator's
+            # prefetch tasks run after set_epoch moved the shared epoch on, and their samples were discarded.
+            if ("H5" if first else "H8") in fixes:
+                own = worker_initial_state(self)
+                if own is not None:
+                    return I._fast_copy(own)
         return released_state_dict(self)
+
+    # datasets 5.2.0 IterableDataset.__iter__ (iterable_dataset.py:3035-3057), a generator function: the change
+    # (marked H8) runs when iter() is called, before the generator, as torchdata's worker calls it
+    def __iter__(self):
+        if "H8" in _fixes_of(self):
+            self._worker_iteration_started = False   # H8: a new iteration, not started yet
+        return released_iter(self)
 
     cls._prepare_ex_iterable_for_iteration = prepare
     cls.load_state_dict = load_state_dict
     cls.state_dict = state_dict
+    cls.__iter__ = __iter__
 
 
 def _torch_worker():
@@ -208,6 +345,17 @@ def _has_mixture(ex_iterable) -> bool:
 
     while ex_iterable is not None:
         if isinstance(ex_iterable, I.CyclingMultiSourcesExamplesIterable):
+            return True
+        ex_iterable = getattr(ex_iterable, "ex_iterable", None)
+    return False
+
+
+def _has_shuffle_buffer(ex_iterable) -> bool:
+    """Whether the pipeline holds a shuffle buffer (whose state leaves out what the buffer holds)."""
+    import datasets.iterable_dataset as I
+
+    while ex_iterable is not None:
+        if isinstance(ex_iterable, I.BufferShuffledExamplesIterable):
             return True
         ex_iterable = getattr(ex_iterable, "ex_iterable", None)
     return False
