@@ -41,6 +41,8 @@ LITDATA_FIXES: dict[str, str] = {
            "not an even split over workers: its resumed counter uses the length that worker cycles over, and a "
            "restored loader resumes only if a worker is inside its part of the epoch (each worker's own count and "
            "cycles, not per-source sums that drop the workers a cycle behind)",
+    "L11": "a cycling ParallelStreamingDataset in a persistent worker continues its own iterator into the next epoch "
+           "(the loader hands the position to workers only when they fork) instead of starting its sources over",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -334,6 +336,11 @@ def litdata_classes() -> SimpleNamespace:
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
+            self._state_handed = False   # L11: load_state_dict ran since this copy's last iterator was built
+
+        def load_state_dict(self, state_dict):
+            super().load_state_dict(state_dict)
+            self._state_handed = True
 
         def __iter__(self):
             iterator = self._litdata_iter()
@@ -370,7 +377,7 @@ def litdata_classes() -> SimpleNamespace:
             rank = dataset.distributed_env.global_rank * worker_env.world_size + worker_env.rank
             return sum(end - start for _, start, end, _ in intervals[rank])
 
-        # litdata 0.2.76 ParallelStreamingDataset.__iter__ (parallel.py:197-250), copied; change marked L10.
+        # litdata 0.2.76 ParallelStreamingDataset.__iter__ (parallel.py:197-250), copied; changes marked L7, L10, L11.
         def _litdata_iter(self):
             P = D_parallel
             if self.is_cycling() and not self.resume:
@@ -396,6 +403,17 @@ def litdata_classes() -> SimpleNamespace:
                     dl // worker_env.world_size + (worker_env.rank < dl % worker_env.world_size)
                     for dl in tot_dset_lengths
                 ]
+            if "L11" in self._fixes and self.is_cycling() and self.resume and self._iterator is not None \
+                    and not self._state_handed:
+                # L11: was a new iterator whose sources start their parts over. The loader continues a cycling
+                # dataset across epochs by handing it its own state every epoch (dataloader.py:832-848), which
+                # reaches a worker only when it forks: a persistent worker's copy has no new state, and its own
+                # iterator is where it is. Continue it, its epoch counter taken as a fresh one would (line 348).
+                it = self._iterator
+                it._count = (dset_lengths[0] * it._num_cycles[0] + it._num_samples_yielded[0]) % length \
+                    if isinstance(length, int) and length > 0 else 0
+                return it
+            self._state_handed = False
             tot_samples_yielded, tot_cycles = self.get_num_samples_yielded()
             tot_samples_yielded = [0 if dl == 0 else s % dl for s, dl in zip(tot_samples_yielded, tot_dset_lengths)]
             if self._reset_rngs:
