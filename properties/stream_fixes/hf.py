@@ -1,5 +1,7 @@
 """Hugging Face datasets' findings fixed (docs/hf-datasets-5.2.0-conformance.md): each proposed
-upstream fix as a patch on ``IterableDataset`` that acts only on a dataset carrying the fixes.
+upstream fix as a patch on ``IterableDataset`` that acts only on a dataset carrying the fixes (H1-H3,
+H5-H8; H6 and H7 through subclasses of its examples iterables that only such a dataset builds), and
+H4's, a fix to torchdata, as a ``StatefulDataLoader`` subclass that only the fixed adapter uses.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def install_hf_patches() -> None:
             ex_iterable.ex_iterable = keep_mixtures_whole(ex_iterable.ex_iterable)
         return ex_iterable
 
-    # datasets 5.2.0 RebatchedArrowExamplesIterable._iter_arrow (iterable_dataset.py:528-621), copied; the changes
+    # datasets 5.2.0 RebatchedArrowExamplesIterable._iter_arrow (iterable_dataset.py:529-629), copied; the changes
     # are marked H7. Used (by prepare) only as the loader-level rebatching of a pipeline with a shuffle buffer.
     class RebatchedOverShuffleBuffer(I.RebatchedArrowExamplesIterable):
         def _iter_arrow(self):
@@ -300,7 +302,7 @@ def install_hf_patches() -> None:
         ex_iterable = I.shift_ex_examples_rngs(ex_iterable=ex_iterable, value=worker.id)
         return {"examples_iterable": ex_iterable._init_state_dict(), "epoch": self.epoch}
 
-    # datasets 5.2.0 IterableDataset.state_dict (iterable_dataset.py:2747-2798), copied; the change is marked H5.
+    # datasets 5.2.0 IterableDataset.state_dict (iterable_dataset.py:2747-2798), copied; the change is marked H5 and H8.
     def state_dict(self) -> dict:
         fixes = _fixes_of(self)
         starting = self._starting_state_dict
@@ -320,7 +322,7 @@ def install_hf_patches() -> None:
                     return I._fast_copy(own)
         return released_state_dict(self)
 
-    # datasets 5.2.0 IterableDataset.__iter__ (iterable_dataset.py:3035-3057), a generator function: the change
+    # datasets 5.2.0 IterableDataset.__iter__ (iterable_dataset.py:3035-3054), a generator function: the change
     # (marked H8) runs when iter() is called, before the generator, as torchdata's worker calls it
     def __iter__(self):
         if "H8" in _fixes_of(self):
