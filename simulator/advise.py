@@ -197,7 +197,7 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     check_int("dp", dp, minimum=1, maximum=1024)
     if memory_cap_tokens is not None:
         check_int("memory_cap_tokens", memory_cap_tokens, minimum=1)
-    reorder_buffers = tuple(reorder_buffers)
+    reorder_buffers = tuple(dict.fromkeys(reorder_buffers))   # each size once
     for m in reorder_buffers:
         check_int("reorder_buffers (multiples of num_workers x prefetch_factor)", m, minimum=1, maximum=1024)
     if isinstance(tie_fraction, bool) or not isinstance(tie_fraction, (int, float)) or not 0 <= tie_fraction < 1:

@@ -111,6 +111,14 @@ def test_advise_deterministic_recommends_the_reorder_buffer(rb_trace_file, monke
         text = capsys.readouterr().out
         assert f"{lo['num_workers']} / {lo['prefetch_factor']} / reorder buffer {lo['reorder_buffer']}" in text
         assert f"reorder_buffer={lo['reorder_buffer']}, dp_size=1)" in text
+    # the notes under the table: loaders that used up the trace, a cap nothing met, the deterministic alternative
+    alt = {"loader": dict(lo), "tokens": 1, "ratio": 0.9876}
+    out.update(trace_ended_loaders=3, memory_cap_met=False, memory_cap_tokens=1000, deterministic_alternative=alt)
+    assert main(["advise", "--trace", str(path), "--budget", "512K", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert f"3 of {len(rows)} loaders used up the trace before 2 h" in text
+    assert "within --memory-cap-tokens 1000" in text
+    assert f"{lo['num_workers']} / {lo['prefetch_factor']} / reorder buffer {lo['reorder_buffer']}, trains 0.988x" in text
 
 
 def test_in_order_false_does_not_win_a_tie_against_a_reorder_buffer(rb_trace_file):
