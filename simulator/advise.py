@@ -175,6 +175,21 @@ def projected_tokens(run: TrainingRun, horizon_s: float) -> float:
     return run.tokens * horizon_s / (end * HOUR)
 
 
+#: the gate stage judges a trace the recommended loader uses up early only up to this share of that time:
+#: gates take it at different rates, and once a gate has used it up it stops gaining
+TRACE_END_SHARE = 0.9
+
+
+def judged_hours(hours: Sequence[float], end_h: float | None) -> tuple[float, ...]:
+    """The hours the gate stage compares gates at: ``hours``, but where the loader's trace runs out
+    (at ``end_h``) before some of them, those become one hour at ``TRACE_END_SHARE`` of ``end_h``.
+    After the trace ends every gate has trained all of it, so tokens there no longer tell gates apart."""
+    if end_h is None:
+        return tuple(hours)
+    cut = round(TRACE_END_SHARE * end_h, 2)
+    return tuple(sorted({h for h in hours if h < cut} | {cut}))
+
+
 def rank(cands: Sequence[Candidate], horizon_s: float, tie_fraction: float = TIE_FRACTION) -> list[Candidate]:
     """Best first: the loaders within ``tie_fraction`` of the most ``projected_tokens`` at ``horizon_s``,
     simplest first (``preference``), then the rest by those tokens (ties there: ``preference`` too)."""
@@ -242,7 +257,8 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     best_loader = ok[0].loader
     if progress:
         progress(len(loaders), total, "gate")
-    gate_advice = advise_gate(trainer(best_loader), budget, dp, hours, FIXED_SEARCH)
+    gate_hours = judged_hours(hours, ended_h(ok[0].run, horizon))
+    gate_advice = advise_gate(trainer(best_loader), budget, dp, gate_hours, FIXED_SEARCH)
     searched += len(gate_advice.runs)
     gate_cands = [Candidate(best_loader, lab, run) for lab, run in gate_advice.runs.items() if fits(run)]
     rec_label = gate_advice.label
@@ -287,6 +303,9 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         "deterministic_alternative": alternative,
         "trace_ended_loaders": sum(ended_h(c.run, horizon) is not None for c in stage1),
         "gate_score": gate_advice.score,
+        # the hours the gate was chosen at: ``hours``, unless the recommended loader used up the trace before
+        # the last of them (then up to 90% of the time it lasted: judged_hours)
+        "gate_hours": list(gate_hours),
     }
     return out
 

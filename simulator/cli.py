@@ -518,6 +518,9 @@ def cmd_advise(args) -> int:
     if out["trace_ended_loaders"]:
         print(f"\n{out['trace_ended_loaders']} of {len(out['loaders_searched'])} loaders used up the trace before "
               f"{hk[-1]} h; they are ranked at their own rate to {hk[-1]} h (a longer trace would measure it)")
+    if out["gate_hours"] != out["hours"]:
+        print(f"the recommended loader uses up the trace early, so the gate was chosen on tokens by h "
+              f"{','.join(f'{h:g}' for h in out['gate_hours'])} (after that every gate has trained all of it)")
     if not out["memory_cap_met"]:
         print(f"\nno loader searched keeps its peak buffer within --memory-cap-tokens {out['memory_cap_tokens']}: "
               "the recommendation is the best regardless")

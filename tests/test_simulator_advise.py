@@ -200,6 +200,25 @@ def test_a_loader_that_uses_up_the_trace_is_ranked_at_its_rate():
     # without the projection the three would be 1000, 1500, 1000: the finished ones look worst
 
 
+def test_gates_are_judged_only_while_the_trace_lasts(trace_file, capsys):
+    from simulator.advise import judged_hours
+
+    assert judged_hours((1.0, 6.0, 24.0), None) == (1.0, 6.0, 24.0)
+    assert judged_hours((1.0, 6.0, 24.0), 18.2) == (1.0, 6.0, 16.38)    # 24 h is past the trace's end
+    assert judged_hours((24.0,), 2.0) == (1.8,)
+    # 1,500 samples last the default loader 5.3 h, the fastest under 3 h: asked for 4 h, the gate is chosen
+    # before the recommended loader's end
+    assert main(["advise", "--trace", str(trace_file), "--budget", "512K", "--dp", "1", "--hours", "1,4",
+                 "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rec = out["recommended"]["loader"]
+    row = next(lo for lo in out["loaders_searched"] if all(lo[k] == rec[k] for k in ("num_workers", "prefetch_factor",
+                                                                                     "order", "in_order",
+                                                                                     "reorder_buffer")))
+    assert row["trace_ended_h"] is not None
+    assert out["gate_hours"] == list(judged_hours((1.0, 4.0), row["trace_ended_h"])) and out["gate_hours"][-1] < 4
+
+
 def test_peak_buffer_counts_what_the_reorder_buffer_holds():
     """The memory cap sees the reorder buffer: the rank's peak held includes the sequencer's samples."""
     trace = Stream(TEXT_VIDEO_LONG, 6).take(600)
