@@ -43,6 +43,8 @@ LITDATA_FIXES: dict[str, str] = {
            "cycles, not per-source sums that drop the workers a cycle behind)",
     "L11": "a cycling ParallelStreamingDataset in a persistent worker continues its own iterator into the next epoch "
            "(the loader hands the position to workers only when they fork) instead of starting its sources over",
+    "L12": "a StreamingDataset worker starts from the restored state once: a persistent worker whose resumed epoch was "
+           "broken off starts its next epoch fresh instead of at the restored position again",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -252,7 +254,14 @@ def litdata_classes() -> SimpleNamespace:
                 # new epoch only: between two set_epoch a cycling ParallelStreamingDataset re-iterates its sources
                 # and their own count is each cycle's epoch. (A restored state's epoch still wins: line 561.)
                 self.current_epoch = self._taken_epoch = int(self._shared_epoch)
-            return super().__iter__()
+            iterator = super().__iter__()
+            if "L12" in self._fixes and D_dataset._is_in_dataloader_worker():
+                # L12: the restored state is where this iteration starts, once. A worker drops it only when it raises
+                # StopIteration (reset_state_dict, dataset.py:1021, 1030) and the loader's reset_state_dict (856)
+                # reaches the main process's copy: a persistent worker whose resumed epoch was broken off resumed
+                # the same position again at its next epoch. (Not reset_state_dict(): an elastic resume is under way.)
+                self._state_dict = None
+            return iterator
 
         # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; change marked L7 (posix_fast
         # prefetching, off here, left out).
