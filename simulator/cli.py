@@ -459,9 +459,9 @@ def cmd_policy(args) -> int:
                      ",".join(dict.fromkeys(e["best_fixed_by_hour"].values())), e["advised_gate"],
                      _ratio_cell(e["advised_ratio"], hk), _ratio_cell(e["fixed_200_ratio"], hk),
                      _ratio_cell(ca, hk), note])
-    print(f"against the best fixed size per hour (searched on the scored stream: an oracle); goal: advised >= "
+    print(f"against the best fixed size per hour (searched on the scored streams: an oracle); goal: advised >= "
           f"{GOAL_RATIO} at every hour")
-    print(table(["workload", "budget", "dp", "best fixed (by hour)", "advised (chosen on another stream)",
+    print(table(["workload", "budget", "dp", "best fixed (by hour)", "advised (chosen on the advice streams)",
                  f"advised / best at h {','.join(hk)}", "fixed:200 / best", "context_aware / best", "note"], body,
                 "llrllrrrl"))
     met = sum(e["goal_met"] for e in result["best"])

@@ -153,7 +153,7 @@ def worst_ratio(tokens: dict[str, int], best: dict[str, tuple[str, int]]) -> flo
 
 
 def ramp_candidates(best: dict[str, tuple[str, int]], sizes: Sequence[int]) -> list[str]:
-    """Warm-up ramps from a size that wins early to one that wins later (from the advice stream's best sizes)."""
+    """Warm-up ramps from a size that wins early to one that wins later (from the advice streams' best sizes)."""
     fixed = [int(lab.split(":")[1]) for lab, _ in best.values()]
     out = []
     starts = sorted(set(fixed))
@@ -375,8 +375,8 @@ def _miss_reason(ratio: dict, advice: GateAdvice, best: dict, advised: dict, ste
     if steps <= 1.0:
         return why + "; within one optimizer step (tokens count whole steps)"
     if chosen_best != scored_best:
-        return why + (f"; the advice stream's best there is {chosen_best}: the best fixed size differs between "
-                      "two streams of the same workload")
+        return why + (f"; the advice streams' best there is {chosen_best}: the best fixed size differs between "
+                      "streams of the same workload")
     return why + "; stream-to-stream variance"
 
 
