@@ -1,7 +1,7 @@
 """Hugging Face datasets' findings fixed (docs/hf-datasets-5.2.0-conformance.md): each proposed
 upstream fix as a patch on ``IterableDataset`` that acts only on a dataset carrying the fixes (H1-H3,
 H5-H8; H6 and H7 through subclasses of its examples iterables that only such a dataset builds), and
-H4's, a fix to torchdata, as a ``StatefulDataLoader`` subclass that only the fixed adapter uses.
+H4's and H9's, fixes to torchdata, in a ``StatefulDataLoader`` subclass that only the fixed adapter uses.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ HF_FIXES: dict[str, str] = {
           "on resume (that table's undelivered rows go with the buffer, as documented)",
     "H8": "(with H5's state) each new iteration of a DataLoader worker's dataset reports its own start as its state "
           "until its first sample, not where the previous iteration (or an abandoned iterator's tasks) left off",
+    "H9": "(torchdata, not datasets) StatefulDataLoader.__iter__ does not reuse an iterator that state_dict() built "
+          "from a loaded state of another epoch than the dataset now has; it builds the new epoch's afresh",
 }
 #: kept for properties.stream_fixes.__init__'s re-export until it drops the name: H4 is fixed (HF_FIXES["H4"]) and
 #: the fixed target holds every resume with one shuffle-buffer sample or none to batch for batch again.
@@ -372,22 +374,40 @@ def _dataset_epochs(iter_state: dict) -> set:
 
 @functools.lru_cache(maxsize=1)
 def epoch_aware_loader_class():
-    """torchdata's StatefulDataLoader with H4's fix (a subclass: the released class stays as released)."""
+    """torchdata's StatefulDataLoader with H4's and H9's fixes (a subclass: the released class stays as
+    released), each acting when the dataset names it."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     class EpochAwareStatefulDataLoader(StatefulDataLoader):
-        # torchdata 0.11.0 StatefulDataLoader.__iter__ (stateful_dataloader.py:391-413), copied; the change is
-        # marked H4. The root cause is torchdata's: its state has no epoch, so a loaded state is always resumed.
+        def _get_iterator(self):
+            # H9: which epochs the state an iterator is built from belongs to (none for a fresh one)
+            self._iterator_state_epochs = _dataset_epochs(self.next_iter_state) if self.next_iter_state else set()
+            return super()._get_iterator()
+
+        # torchdata 0.11.0 StatefulDataLoader.__iter__ (stateful_dataloader.py:391-413), copied; the changes are
+        # marked H4 and H9. The root cause is torchdata's: its state has no epoch, so a loaded state is always
+        # resumed.
         def __iter__(self):
+            fixes = _fixes_of(self.dataset)
+            epoch = getattr(self.dataset, "epoch", None)
             # H4: a state saved in an epoch the trainer broke off early (its iterator not finished) was handed
             # to the next epoch's iterator, which restored _last_yielded_worker_id and started that epoch at
-            # another worker (1086-1091); datasets discards its own epoch-tagged state (3029), the loader did
+            # another worker (1089-1091); datasets discards its own epoch-tagged state (3029), the loader did
             # not. A state of another epoch than the dataset's is dropped, as the dataset drops its own.
-            epoch = getattr(self.dataset, "epoch", None)
-            if self.next_iter_state is not None and epoch is not None:
+            if "H4" in fixes and self.next_iter_state is not None and epoch is not None:
                 saved = _dataset_epochs(self.next_iter_state)
                 if saved and int(epoch) not in saved:
                     self.next_iter_state = None
+            # H9: state_dict() between load_state_dict() and this iter() had built the iterator from such a state
+            # (415-419), with its workers and their prefetch started before set_epoch: reused here, the new
+            # epoch was the rest of the broken-off one (workers that ran the prefetch before set_epoch) or H4's
+            # order. That iterator goes, and the new epoch's is built afresh.
+            if ("H9" in fixes and self._initial_iter_for_state_dict and epoch is not None
+                    and getattr(self, "_iterator_state_epochs", None)
+                    and int(epoch) not in self._iterator_state_epochs):
+                stale, self._iterator, self._initial_iter_for_state_dict = self._iterator, None, False
+                if hasattr(stale, "_shutdown_workers"):
+                    stale._shutdown_workers()
             if self._initial_iter_for_state_dict:
                 self._initial_iter_for_state_dict = False
                 assert self._iterator is not None
@@ -413,7 +433,7 @@ def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
     fixes = frozenset(check_fixes(fixes, HF_FIXES))
     install_hf_patches()
 
-    loader_class = epoch_aware_loader_class() if "H4" in fixes else None
+    loader_class = epoch_aware_loader_class() if fixes & {"H4", "H9"} else None
 
     def make_loader(sc):
         return hf_iterable.HFLoader(sc, fixes=fixes, loader_class=loader_class)
