@@ -95,7 +95,11 @@ def test_unknown_fix_is_named_in_the_error():
 # persistent worker's other source never raised its StopIteration and kept the last epoch (the uninterrupted
 # run was the wrong one). O1's example is a second pin of L8; its corpus file names no ``finding`` (one file
 # per id).
-MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json")}
+# The campaign on L1-L12 then failed a cycling parallel mixture restored after one worker had delivered its whole
+# part of the epoch and the other nothing: L10's part-boundary case (a count of 0 modulo the part), pinned the
+# same way.
+MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
+          "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json")}
 
 
 @pytest.mark.parametrize("name", sorted(MERGED))

@@ -45,6 +45,8 @@ LITDATA_FIXES: dict[str, str] = {
            "(the loader hands the position to workers only when they fork) instead of starting its sources over",
     "L12": "a StreamingDataset worker starts from the restored state once: a persistent worker whose resumed epoch was "
            "broken off starts its next epoch fresh instead of at the restored position again",
+    "L13": "a state saved again after load_state_dict and before the first batch names the loaded state's last "
+           "worker, not the one after it that load_state_dict keeps for routing the resume's first batch",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -79,6 +81,7 @@ def litdata_classes() -> SimpleNamespace:
             self._drain = False            # L3: the restored epoch had delivered everything but was not ended
             self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
             self._received_from = 0        # L9: the worker whose batch arrived last
+            self._loaded_latest = None     # L13: the loaded state's last worker, until the first batch after the load
 
         def __iter__(self):
             resuming, self._pending_resume = self._pending_resume, False
@@ -119,6 +122,11 @@ def litdata_classes() -> SimpleNamespace:
             state = super().state_dict()
             if self._fixes & {"L1", "L3"}:
                 state["epoch_open"] = self._epoch_open()
+            if "L13" in self._fixes and self._loaded_latest is not None:
+                # L13: load_state_dict keeps `latest_worker_idx + 1` in _latest_worker_idx (dataloader.py:1033-1037),
+                # the worker a resume starts at, and state_dict saves that as the last worker that delivered: a
+                # state saved again before the first batch put the next restore one worker further on.
+                state["latest_worker_idx"] = self._loaded_latest
             return state
 
         def load_state_dict(self, obj):
@@ -129,10 +137,11 @@ def litdata_classes() -> SimpleNamespace:
                 # source (dataloader.py:1080-1087) with sums over workers that keep only the workers in the highest
                 # cycle (ParallelStreamingDataset.get_num_samples_yielded, parallel.py:285-292): with uneven shares
                 # the workers cycle at different times, and an epoch that had delivered everything read as open.
-                # Each worker's position in its own part of the epoch is what its iterator resumes from.
-                self.restore = self.dataset._epoch_position(self._num_samples_yielded_wrapper, self._num_cycles,
-                                                            self.num_workers) > 0
+                # Each worker's count in this epoch is what its iterator resumes from.
+                self.restore = self.dataset._epoch_under_way(self._num_samples_yielded_wrapper, self._num_cycles,
+                                                             self.num_workers, self.current_epoch)
             self._pending_resume, self._drain = True, False
+            self._loaded_latest = obj["latest_worker_idx"]   # L13: until the next batch, the last worker that delivered
             if "epoch_open" not in obj:
                 return
             if not obj["epoch_open"] and "L1" in self._fixes:
@@ -158,6 +167,7 @@ def litdata_classes() -> SimpleNamespace:
 
         def _batch_worker(self, counted: int) -> int:
             """The worker that produced the batch just received (L9), or litdata's round-robin guess."""
+            self._loaded_latest = None   # L13: a batch after the load: _latest_worker_idx is its worker again
             if "L9" in self._fixes and self.num_workers > 0:
                 # L9: was `next(self._worker_idx_iter)` alone: batches arrive round-robin only while every worker
                 # has data; torch skips a worker whose iterator ended (an uneven split), and the counts the batch
@@ -366,17 +376,24 @@ def litdata_classes() -> SimpleNamespace:
                     dataset._state_dict = None
             return iterator
 
-        def _epoch_position(self, num_samples_yielded, num_cycles, num_workers) -> int:
-            """Samples delivered in the current epoch, summed over workers, each worker's count taken as its
-            iterator takes it (parallel.py:346) with the length it cycles over (L10's share) (L10)."""
+        def _part_delivered(self, rank, workers, samples, cycles, epoch) -> tuple[int, int]:
+            """(samples this worker delivered in loader epoch ``epoch``, its part of an epoch) (L10). Its counts run
+            on across epochs (a cycling dataset continues): cycles * its share of source 0 + samples in the cycle."""
+            part = self._length // workers + (rank < self._length % workers)
+            share = self._worker_share(self._datasets[0], SimpleNamespace(world_size=workers, rank=rank))
+            delivered = share * cycles + samples - (max(epoch, 1) - 1) * part
+            return min(max(delivered, 0), part), part
+
+        def _epoch_under_way(self, num_samples_yielded, num_cycles, num_workers, epoch) -> bool:
+            """Some worker delivered part of loader epoch ``epoch`` and not every worker all of its part (L10)."""
             workers = max(num_workers, 1)
-            total = 0
-            for rank, samples in (num_samples_yielded or {}).items():
-                env = SimpleNamespace(world_size=workers, rank=rank)
-                length = self._length // workers + (rank < self._length % workers)
-                share = self._worker_share(self._datasets[0], env)
-                total += (share * num_cycles[rank][0] + samples[0]) % length if length else 0
-            return total
+            done = total = 0
+            for rank in range(workers):
+                samples, cycles = (num_samples_yielded or {}).get(rank), (num_cycles or {}).get(rank)
+                d, part = self._part_delivered(rank, workers, samples[0] if samples else 0,
+                                               cycles[0] if cycles else 0, epoch)
+                done, total = done + d, total + part
+            return 0 < done < total
 
         def _worker_share(self, dataset, worker_env) -> int:
             """How many samples of ``dataset`` this worker reads in a pass: its chunk intervals' sum (L10)."""
@@ -418,10 +435,8 @@ def litdata_classes() -> SimpleNamespace:
                 # dataset across epochs by handing it its own state every epoch (dataloader.py:832-848), which
                 # reaches a worker only when it forks: a persistent worker's copy has no new state, and its own
                 # iterator is where it is. Continue it, its epoch counter taken as a fresh one would (line 348).
-                it = self._iterator
-                it._count = (dset_lengths[0] * it._num_cycles[0] + it._num_samples_yielded[0]) % length \
-                    if isinstance(length, int) and length > 0 else 0
-                return it
+                self._iterator._count = 0   # a new epoch: the worker delivers its whole part again
+                return self._iterator
             self._state_handed = False
             tot_samples_yielded, tot_cycles = self.get_num_samples_yielded()
             tot_samples_yielded = [0 if dl == 0 else s % dl for s, dl in zip(tot_samples_yielded, tot_dset_lengths)]
@@ -446,6 +461,14 @@ def litdata_classes() -> SimpleNamespace:
             )
             for dataset in self._datasets:
                 dataset._own_samples_yielded = None
+            if "L10" in self._fixes and isinstance(length, int) and length > 0 and self.resume:
+                # L10: was `(dset_lengths[0] * cycles + samples) % length` alone (parallel.py:348), 0 both when the
+                # worker starts its part of the epoch and when it has delivered all of it: a worker restored after
+                # its part but before the others' delivered its whole part again. The counts run on across epochs;
+                # the loader's epoch (set_epoch before the workers fork) says how much of them is this epoch's.
+                it = self._iterator
+                it._count, _ = self._part_delivered(worker_env.rank, worker_env.world_size,
+                                                    it._num_samples_yielded[0], it._num_cycles[0], self._current_epoch)
             return self._iterator
 
     return SimpleNamespace(StreamingDataLoader=_register(FixedStreamingDataLoader),
