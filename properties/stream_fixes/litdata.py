@@ -245,9 +245,10 @@ def litdata_classes() -> SimpleNamespace:
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
             # L8: the loader's epoch, in shared memory so that a persistent worker's copy sees every set_epoch
-            # (as Hugging Face datasets shares its epoch with persistent workers), and the value this copy took last
+            # (as Hugging Face datasets shares its epoch with persistent workers); a ParallelStreamingDataset says
+            # which of its sources' iter() calls start a loader epoch (its cycling re-iterations do not)
             self._shared_epoch = torch.tensor(self.current_epoch).share_memory_() if "L8" in self._fixes else None
-            self._taken_epoch = self.current_epoch
+            self._epoch_start = True
 
         # litdata 0.2.76 StreamingDataset.set_epoch (dataset.py:341-350), copied; change marked L8.
         def set_epoch(self, current_epoch):
@@ -258,12 +259,12 @@ def litdata_classes() -> SimpleNamespace:
                 self.current_epoch = current_epoch
 
         def __iter__(self):
-            if self._shared_epoch is not None and not self._state_dict and int(self._shared_epoch) != self._taken_epoch:
+            if self._shared_epoch is not None and not self._state_dict and self._epoch_start:
                 # L8: was nothing: a persistent worker kept the epoch its own __next__ counted at its StopIteration
-                # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. Taken when the loader set a
-                # new epoch only: between two set_epoch a cycling ParallelStreamingDataset re-iterates its sources
-                # and their own count is each cycle's epoch. (A restored state's epoch still wins: line 561.)
-                self.current_epoch = self._taken_epoch = int(self._shared_epoch)
+                # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. Taken at every iter() that
+                # starts a loader epoch (a worker's fetcher), not when a cycling ParallelStreamingDataset re-iterates
+                # a source (its own count is each cycle's epoch). (A restored state's epoch still wins: line 561.)
+                self.current_epoch = int(self._shared_epoch)
             iterator = super().__iter__()
             if "L12" in self._fixes and D_dataset._is_in_dataloader_worker():
                 # L12: the restored state is where this iteration starts, once. A worker drops it only when it raises
@@ -356,6 +357,8 @@ def litdata_classes() -> SimpleNamespace:
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
             self._state_handed = False   # L11: load_state_dict ran since this copy's last iterator was built
+            for dataset in self._datasets:
+                dataset._epoch_start = False   # L8: only the epoch's own iterator takes the loader's epoch (below)
 
         def load_state_dict(self, state_dict):
             super().load_state_dict(state_dict)
@@ -455,12 +458,17 @@ def litdata_classes() -> SimpleNamespace:
             if "L7" in self._fixes and num_samples_yielded is not None:
                 for dataset, count in zip(self._datasets, num_samples_yielded):
                     dataset._own_samples_yielded = count   # L7, as for CombinedStreamingDataset
+            for dataset in self._datasets:
+                # L8: a non-cycling mixture's sources start the loader's epoch here; a cycling one's continue their
+                # cycles (the loader keeps their epoch counters, update_epoch_counters)
+                dataset._epoch_start = not self.is_cycling()
             self._iterator = P._ParallelDatasetIterator(
                 self._datasets, self._use_streaming_dataloader, num_samples_yielded, num_cycles, length,
                 dset_lengths, self._transform, self._transform_nargs, rngs,
             )
             for dataset in self._datasets:
                 dataset._own_samples_yielded = None
+                dataset._epoch_start = False
             if "L10" in self._fixes and isinstance(length, int) and length > 0 and self.resume:
                 # L10: was `(dset_lengths[0] * cycles + samples) % length` alone (parallel.py:348), 0 both when the
                 # worker starts its part of the epoch and when it has delivered all of it: a worker restored after
