@@ -1,10 +1,12 @@
 """The streaming loaders' findings fixed: each proposed upstream fix as a patch, and the targets
 that run them (docs/litdata-0.2.76-conformance.md, docs/hf-datasets-5.2.0-conformance.md).
 
-Each patch is a subclass of the library's own class whose overriding method is the library's
-function, copied, with only the change its fix describes (marked with the fix's id); a loader
-built with ``fixes=()`` behaves as released. Nothing is patched globally: the adapters build
-their loaders from these subclasses, so the plain targets in the same process stay as released.
+Each patch is the library's own function, copied, with only the change its fix describes (marked
+with the fix's id); a loader built with ``fixes=()`` behaves as released, so the plain targets in
+the same process stay as released. litdata's patches are subclasses the adapter builds its
+loaders from; HF datasets builds its pipeline through its own methods, so its patches are
+installed on ``IterableDataset`` once and act only on a dataset that carries the fixes (torchdata's
+``StatefulDataLoader`` fixes, H4 and H9, are a subclass again).
 
 Targets (``MODULE:FACTORY``, usable wherever a target name is):
 
@@ -22,10 +24,10 @@ from pathlib import Path
 from typing import Iterable
 
 from ..targets.base import Target
-from .hf import ALL_HF, H4_UNFIXED, HF_FIXES, hf_component, hf_fixed, install_hf_patches
+from .hf import ALL_HF, HF_FIXES, hf_component, hf_fixed, install_hf_patches
 from .litdata import ALL_LITDATA, LITDATA_FIXES, litdata_classes, litdata_component, litdata_fixed
 
-__all__ = ["ALL_HF", "ALL_LITDATA", "H4_UNFIXED", "HF_FIXES", "LITDATA_FIXES", "STREAM_CORPUS", "hf_component",
+__all__ = ["ALL_HF", "ALL_LITDATA", "HF_FIXES", "LITDATA_FIXES", "STREAM_CORPUS", "hf_component",
            "hf_fixed", "install_hf_patches", "litdata_classes", "litdata_component", "litdata_fixed", "pinned",
            "with_fixes"]
 

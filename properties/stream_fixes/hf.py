@@ -36,9 +36,6 @@ HF_FIXES: dict[str, str] = {
     "H9": "(torchdata, not datasets) StatefulDataLoader.__iter__ does not reuse an iterator that state_dict() built "
           "from a loaded state of another epoch than the dataset now has; it builds the new epoch's afresh",
 }
-#: kept for properties.stream_fixes.__init__'s re-export until it drops the name: H4 is fixed (HF_FIXES["H4"]) and
-#: the fixed target holds every resume with one shuffle-buffer sample or none to batch for batch again.
-H4_UNFIXED = None
 ALL_HF = tuple(HF_FIXES)
 
 #
