@@ -22,7 +22,7 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
@@ -118,6 +118,25 @@ def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_wi
     others = [f for f in fixes().LITDATA_FIXES if f != finding]
     without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
     assert without.status == "fail", f"{name}'s example passes without {finding}: it is not {finding}'s"
+
+
+# Failures the campaigns found in a version of the fixes (not in litdata): each passes as released and must
+# pass with every fix (docs/litdata-0.2.76-conformance.md, L10).
+FIX_REGRESSIONS = {
+    # the campaign on L1-L13: L10's first count of a worker's place in the epoch (running total less the parts of
+    # the epochs before) was wrong after an epoch broken off; the resumed epoch ended after 1 batch instead of 4
+    "L10-after-break": ("stream_resume", StreamScenario(
+        sources=(4, 4), mix="parallel", cycle_length=4, chunk_size=1, shuffle_buffer=1, checkpoints=(0, 1),
+        restore_at_epoch_end=True, break_after=1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIX_REGRESSIONS))
+def test_fixes_keep_passing_what_litdata_passes(name):
+    prop, sc = FIX_REGRESSIONS[name]
+    assert first_failure(prop, L.component(), sc) is None
+    failure = first_failure(prop, fixes().litdata_component(), sc)
+    assert failure is None, failure
 
 
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):

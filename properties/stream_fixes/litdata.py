@@ -82,6 +82,7 @@ def litdata_classes() -> SimpleNamespace:
             self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
             self._received_from = 0        # L9: the worker whose batch arrived last
             self._loaded_latest = None     # L13: the loaded state's last worker, until the first batch after the load
+            self._epoch_base = {}          # L10: each worker's running counts when this epoch started (cycling)
 
         def __iter__(self):
             resuming, self._pending_resume = self._pending_resume, False
@@ -127,6 +128,8 @@ def litdata_classes() -> SimpleNamespace:
                 # the worker a resume starts at, and state_dict saves that as the last worker that delivered: a
                 # state saved again before the first batch put the next restore one worker further on.
                 state["latest_worker_idx"] = self._loaded_latest
+            if "L10" in self._fixes:
+                state["epoch_base"] = dict(self._epoch_base)
             return state
 
         def load_state_dict(self, obj):
@@ -138,8 +141,9 @@ def litdata_classes() -> SimpleNamespace:
                 # cycle (ParallelStreamingDataset.get_num_samples_yielded, parallel.py:285-292): with uneven shares
                 # the workers cycle at different times, and an epoch that had delivered everything read as open.
                 # Each worker's count in this epoch is what its iterator resumes from.
+                self._epoch_base = dict(obj.get("epoch_base", {}))
                 self.restore = self.dataset._epoch_under_way(self._num_samples_yielded_wrapper, self._num_cycles,
-                                                             self.num_workers, self.current_epoch)
+                                                             self.num_workers, self._epoch_base)
             self._pending_resume, self._drain = True, False
             self._loaded_latest = obj["latest_worker_idx"]   # L13: until the next batch, the last worker that delivered
             if "epoch_open" not in obj:
@@ -194,6 +198,10 @@ def litdata_classes() -> SimpleNamespace:
                 if not self.restore:
                     self._litdata_load(StreamingDataLoader.state_dict(self))
                     self.current_epoch += 1
+                    if "L10" in self._fixes:
+                        # L10: the workers' counts run on across epochs; this epoch's part starts from these
+                        self._epoch_base = {w: (c[0], self._num_cycles[w][0])
+                                            for w, c in self._num_samples_yielded_wrapper.items()}
                 # L2: was `self.restore = False`, which made _try_put_index route the first batch to worker 0
                 # while the per-worker counters (_latest_worker_idx) continue after the last worker that delivered.
                 self.restore = "L2" in self._fixes
@@ -206,8 +214,11 @@ def litdata_classes() -> SimpleNamespace:
                 self._num_cycles = {}
                 self.dataset.reset_state_dict()
                 self.current_epoch += 1
+                self._epoch_base = {}
 
             self.dataset.set_epoch(self.current_epoch)
+            if isinstance(self.dataset, D.ParallelStreamingDataset):
+                self.dataset._epoch_base = self._epoch_base   # L10: what the workers fork with
             if isinstance(self.dataset, D.StreamingDataset):
                 for batch in DataLoader.__iter__(self):
                     self._latest_worker_idx = self._batch_worker(next(self._worker_idx_iter))
@@ -379,22 +390,24 @@ def litdata_classes() -> SimpleNamespace:
                     dataset._state_dict = None
             return iterator
 
-        def _part_delivered(self, rank, workers, samples, cycles, epoch) -> tuple[int, int]:
-            """(samples this worker delivered in loader epoch ``epoch``, its part of an epoch) (L10). Its counts run
-            on across epochs (a cycling dataset continues): cycles * its share of source 0 + samples in the cycle."""
+        def _part_delivered(self, rank, workers, samples, cycles, base) -> tuple[int, int]:
+            """(samples this worker delivered in the current epoch, its part of an epoch) (L10). Its counts run on
+            across epochs (a cycling dataset continues): cycles * its share of source 0 + samples in the cycle, less
+            the same at the epoch's start (``base``: (samples, cycles), none for a worker that had delivered none)."""
             part = self._length // workers + (rank < self._length % workers)
             share = self._worker_share(self._datasets[0], SimpleNamespace(world_size=workers, rank=rank))
-            delivered = share * cycles + samples - (max(epoch, 1) - 1) * part
+            base_samples, base_cycles = base or (0, 0)
+            delivered = share * (cycles - base_cycles) + samples - base_samples
             return min(max(delivered, 0), part), part
 
-        def _epoch_under_way(self, num_samples_yielded, num_cycles, num_workers, epoch) -> bool:
-            """Some worker delivered part of loader epoch ``epoch`` and not every worker all of its part (L10)."""
+        def _epoch_under_way(self, num_samples_yielded, num_cycles, num_workers, epoch_base) -> bool:
+            """Some worker delivered part of the epoch and not every worker all of its part (L10)."""
             workers = max(num_workers, 1)
             done = total = 0
             for rank in range(workers):
                 samples, cycles = (num_samples_yielded or {}).get(rank), (num_cycles or {}).get(rank)
                 d, part = self._part_delivered(rank, workers, samples[0] if samples else 0,
-                                               cycles[0] if cycles else 0, epoch)
+                                               cycles[0] if cycles else 0, epoch_base.get(rank))
                 done, total = done + d, total + part
             return 0 < done < total
 
@@ -473,10 +486,12 @@ def litdata_classes() -> SimpleNamespace:
                 # L10: was `(dset_lengths[0] * cycles + samples) % length` alone (parallel.py:348), 0 both when the
                 # worker starts its part of the epoch and when it has delivered all of it: a worker restored after
                 # its part but before the others' delivered its whole part again. The counts run on across epochs;
-                # the loader's epoch (set_epoch before the workers fork) says how much of them is this epoch's.
+                # the loader's counts at the epoch's start (given to the dataset before the workers fork) say how
+                # much of them is this epoch's.
                 it = self._iterator
-                it._count, _ = self._part_delivered(worker_env.rank, worker_env.world_size,
-                                                    it._num_samples_yielded[0], it._num_cycles[0], self._current_epoch)
+                it._count, _ = self._part_delivered(worker_env.rank, worker_env.world_size, it._num_samples_yielded[0],
+                                                    it._num_cycles[0],
+                                                    getattr(self, "_epoch_base", {}).get(worker_env.rank))
             return self._iterator
 
     return SimpleNamespace(StreamingDataLoader=_register(FixedStreamingDataLoader),
