@@ -139,26 +139,6 @@ def test_fixes_keep_passing_what_litdata_passes(name):
     assert failure is None, failure
 
 
-# Open: found by the 5-minute check after the last campaign (docs/litdata-0.2.76-conformance.md, "Open"), no fix
-# patch yet. A cycling parallel mixture over 3 persistent workers: the resumed epoch 1 starts at another worker's
-# part than the uninterrupted one (batch 4: (2, 1002) vs (0, 1000)); passes without persistent workers. Likely
-# cause (not confirmed): _StreamingMultiProcessingDataLoaderIter computes its first-batch routing (_indexes) in
-# __init__ only, so a persistent iterator's next epoch (torch's _reset) starts at worker 0, not after the last.
-OPEN = {
-    "O5-cycling-persistent": ("stream_resume", StreamScenario(
-        sources=(4, 4), mix="parallel", cycle_length=4, chunk_size=1, shuffle_buffer=1, num_workers=3,
-        persistent_workers=True, checkpoints=(0, 1), restore_at_epoch_end=True)),
-}
-
-
-@pytest.mark.xfail(strict=True, reason="open litdata finding on the fixed target (no fix patch yet)")
-@pytest.mark.parametrize("name", sorted(OPEN))
-def test_open_finding_fails_with_every_fix(name):
-    prop, sc = OPEN[name]
-    failure = first_failure(prop, fixes().litdata_component(), sc)
-    assert failure is None, failure
-
-
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))   # failures go to this test's own scratch directory
     code, doc = ci_check(capsys, "litdata", 1)

@@ -47,6 +47,8 @@ LITDATA_FIXES: dict[str, str] = {
            "broken off starts its next epoch fresh instead of at the restored position again",
     "L13": "a state saved again after load_state_dict and before the first batch names the loaded state's last "
            "worker, not the one after it that load_state_dict keeps for routing the resume's first batch",
+    "L14": "a persistent loader iterator rebuilds its first-batch routing at every epoch (torch's _reset), as a new "
+           "iterator builds it, so a cycling dataset's next epoch starts after the last worker that delivered",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -180,7 +182,7 @@ def litdata_classes() -> SimpleNamespace:
             return counted
 
         def _get_iterator(self):
-            if "L9" in self._fixes and self.num_workers > 0:
+            if self._fixes & {"L9", "L14"} and self.num_workers > 0:
                 self.check_worker_number_rationality()
                 return FixedStreamingMultiProcessingDataLoaderIter(self)
             return StreamingDataLoader._get_iterator(self)
@@ -248,8 +250,20 @@ def litdata_classes() -> SimpleNamespace:
         # torch's _MultiProcessingDataLoaderIter._process_data (torch/utils/data/dataloader.py), which receives the
         # batch with the index of the worker that produced it; change marked L9.
         def _process_data(self, data, worker_idx):
-            self._loader._received_from = worker_idx   # L9: the loader files the batch's counts under this worker
+            if "L9" in self._loader._fixes:
+                self._loader._received_from = worker_idx   # L9: the loader files the batch's counts under this worker
             return super()._process_data(data, worker_idx)
+
+        # torch's _MultiProcessingDataLoaderIter._reset, which a persistent iterator runs for every later epoch;
+        # change marked L14 (litdata's __init__ lines that build the routing, dataloader.py:554-560, run again).
+        def _reset(self, loader, first_iter=False):
+            if "L14" in self._loader._fixes and not first_iter:
+                # L14: was nothing: the first-batch routing was built once, in __init__, so a persistent iterator's
+                # later epochs started at worker 0 while a cycling dataset's counters (and a fresh iterator) start
+                # after the last worker that delivered
+                latest = self._loader._latest_worker_idx
+                self._indexes = list(range(latest, self._loader.num_workers)) if latest > 0 else []
+            super()._reset(loader, first_iter)
 
     class FixedStreamingDataset(v.StreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
