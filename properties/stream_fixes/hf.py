@@ -60,11 +60,8 @@ def install_hf_patches() -> None:
     released_state_dict, released_iter = cls.state_dict, cls.__iter__
 
     def shuffle_generator(ex_iterable):
-        while ex_iterable is not None:
-            if isinstance(ex_iterable, I.BufferShuffledExamplesIterable):
-                return ex_iterable.generator
-            ex_iterable = getattr(ex_iterable, "ex_iterable", None)
-        return None
+        buffer = _in_pipeline(ex_iterable, I.BufferShuffledExamplesIterable)
+        return None if buffer is None else buffer.generator
 
     # datasets 5.2.0 InterleavedShardsExamplesIterable._interleave_shards (iterable_dataset.py:1952-1958), copied;
     # the change is marked H6. Installed (by keep_mixtures_whole) only in the pipeline of a dataset that names H6.
@@ -340,26 +337,27 @@ def _torch_worker():
     return torch.utils.data.get_worker_info()
 
 
+def _in_pipeline(ex_iterable, cls):
+    """The first stage of ``cls`` down the pipeline (each stage wraps the next as ``ex_iterable``), or None."""
+    while ex_iterable is not None:
+        if isinstance(ex_iterable, cls):
+            return ex_iterable
+        ex_iterable = getattr(ex_iterable, "ex_iterable", None)
+    return None
+
+
 def _has_mixture(ex_iterable) -> bool:
     """Whether the pipeline reads an interleave_datasets mixture (weighted or alternating)."""
     import datasets.iterable_dataset as I
 
-    while ex_iterable is not None:
-        if isinstance(ex_iterable, I.CyclingMultiSourcesExamplesIterable):
-            return True
-        ex_iterable = getattr(ex_iterable, "ex_iterable", None)
-    return False
+    return _in_pipeline(ex_iterable, I.CyclingMultiSourcesExamplesIterable) is not None
 
 
 def _has_shuffle_buffer(ex_iterable) -> bool:
     """Whether the pipeline holds a shuffle buffer (whose state leaves out what the buffer holds)."""
     import datasets.iterable_dataset as I
 
-    while ex_iterable is not None:
-        if isinstance(ex_iterable, I.BufferShuffledExamplesIterable):
-            return True
-        ex_iterable = getattr(ex_iterable, "ex_iterable", None)
-    return False
+    return _in_pipeline(ex_iterable, I.BufferShuffledExamplesIterable) is not None
 
 
 def _dataset_epochs(iter_state: dict) -> set:
