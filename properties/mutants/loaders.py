@@ -282,7 +282,7 @@ class ReorderOverflowReleased(DynamicBatchLoader):
         return super()._in_sequence(it)
 
 
-@loader_mutant("reorder-marks-on-arrival", replaces="loader:main")
+@loader_mutant("reorder-marks-on-arrival", replaces="loader:main", aims_at="reorder_exact")
 class ReorderMarksOnArrival(DynamicBatchLoader):
     """With a reorder buffer, samples are marked delivered in the ledger when they arrive from the
     workers, not when the sequencer releases them: a checkpoint taken while early arrivals wait counts
