@@ -13,7 +13,7 @@ from typing import Iterable
 from ..targets import hf_iterable
 from ..targets.base import Target
 from ..targets.stream import StreamComponent
-from .fixset import check_fixes
+from .fixset import check_fixes, fixed_target
 
 HF_FIXES: dict[str, str] = {
     "H1": "a DataLoader worker loads its saved state only into its own share of the shards, not first into the "
@@ -437,9 +437,5 @@ def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
 
 
 def hf_fixed() -> Target:
-    name = "properties.stream_fixes:hf_fixed"
-    if not hf_iterable.available():
-        return Target(name=name, description="Hugging Face datasets with fixes", unavailable=hf_iterable.MISSING)
-    return Target(name=name, components=(hf_component(),),
-                  description=f"Hugging Face datasets {hf_iterable.version()} with the report's proposed fixes "
-                              + ", ".join(HF_FIXES) + " patched in (properties.stream_fixes)")
+    return fixed_target("hf_fixed", hf_iterable, "Hugging Face datasets",
+                        lambda: f"Hugging Face datasets {hf_iterable.version()}", HF_FIXES, hf_component)

@@ -14,7 +14,7 @@ from typing import Iterable
 from ..targets import litdata_target
 from ..targets.base import Target
 from ..targets.stream import StreamComponent
-from .fixset import check_fixes
+from .fixset import check_fixes, fixed_target
 
 LITDATA_FIXES: dict[str, str] = {
     "L1": "only the first iter() after load_state_dict resumes, and a state records whether its epoch was still "
@@ -534,9 +534,5 @@ def litdata_component(fixes: Iterable[str] = ALL_LITDATA) -> StreamComponent:
 
 
 def litdata_fixed() -> Target:
-    name = "properties.stream_fixes:litdata_fixed"
-    if not litdata_target.available():
-        return Target(name=name, description="litdata with fixes", unavailable=litdata_target.MISSING)
-    return Target(name=name, components=(litdata_component(),),
-                  description="litdata 0.2.76 with the report's proposed fixes " + ", ".join(LITDATA_FIXES) +
-                              " patched in (properties.stream_fixes)")
+    return fixed_target("litdata_fixed", litdata_target, "litdata", lambda: "litdata 0.2.76", LITDATA_FIXES,
+                        litdata_component)
