@@ -172,9 +172,14 @@ def ramp_candidates(best: dict[str, tuple[str, int]], sizes: Sequence[int]) -> l
     return out
 
 
-def mean_by_hour(tables: Sequence[dict[str, float]]) -> dict[str, float]:
-    """Per hour, the mean over streams."""
-    return {k: sum(t[k] for t in tables) / len(tables) for k in tables[0]}
+def _mean(values: Sequence[float]) -> float:
+    """The mean over streams; one stream's figure as it is (an int stays an int)."""
+    return values[0] if len(values) == 1 else sum(values) / len(values)
+
+
+def mean_per_key(tables: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per key (an hour, a source), the mean over streams."""
+    return {k: _mean([t[k] for t in tables]) for k in tables[0]}
 
 
 def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hours: Sequence[float],
@@ -195,7 +200,7 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
     def add(lab: str) -> None:
         each = [t.run(budget, lab, dp) for t in trainers]
         runs[lab] = each[0]
-        table[lab] = mean_by_hour([_rate_tokens(r, hours) for r in each])
+        table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
 
     for n in sizes:
         add(f"fixed:{n}")
@@ -344,18 +349,14 @@ _MAX_KEYS = ("peak_buffer_tokens", "peak_buffer_samples")
 def streams_summary(summaries: Sequence[dict]) -> dict:
     """One row from the summaries of the same gate on each scored stream (``TrainingRun.summary``);
     with one stream, that stream's figures."""
-    n = len(summaries)
-    out = {k: sum(s[k] for s in summaries) / n for k in _MEAN_KEYS}
+    out = {k: _mean([s[k] for s in summaries]) for k in _MEAN_KEYS}
     out.update({k: max(s[k] for s in summaries) for k in _MAX_KEYS})
-    out["tokens_by_hour"] = mean_by_hour([s["tokens_by_hour"] for s in summaries])
-    if n == 1:
-        out["steps"] = summaries[0]["steps"]
-        out["tokens_by_hour"] = dict(summaries[0]["tokens_by_hour"])
-    else:
+    out["tokens_by_hour"] = mean_per_key([s["tokens_by_hour"] for s in summaries])
+    if len(summaries) > 1:
         out["tokens_by_hour_per_stream"] = [s["tokens_by_hour"] for s in summaries]
     if "source_shares" in summaries[0]:
-        names = summaries[0]["source_shares"]
-        out["source_shares"] = {k: sum(s["source_shares"][k] for s in summaries) / n for k in names}
+        out["source_shares"] = mean_per_key([s["source_shares"] for s in summaries])
+        names = summaries[0]["source_share_drift"]
         out["source_share_drift"] = {k: max(s["source_share_drift"][k] for s in summaries) for k in names}
     return out
 
@@ -407,7 +408,7 @@ def _auto_point(config: PolicyConfig, budget: int, dp: int, workload: str, candi
     trainers = [study.trainer(workload, s) for s in config.advice_seeds]
 
     def tokens(lab: str) -> dict[str, float]:
-        return mean_by_hour([_tokens(t.run(budget, lab, dp), config.hours) for t in trainers])
+        return mean_per_key([_tokens(t.run(budget, lab, dp), config.hours) for t in trainers])
 
     fixed = {f"fixed:{n}": tokens(f"fixed:{n}") for n in config.fixed_search}
     best = best_by_hour(fixed, config.hours)
