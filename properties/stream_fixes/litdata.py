@@ -515,14 +515,14 @@ def litdata_classes() -> SimpleNamespace:
                            BinaryWriter=v.BinaryWriter, version=v.version)
 
 
+#: the classes a loader with fixes is built from; each is told which fixes are on
+_PATCHED = ("StreamingDataLoader", "CombinedStreamingDataset", "StreamingDataset", "ParallelStreamingDataset")
+
+
 def _with_fixes(classes: SimpleNamespace, fixes: tuple[str, ...]) -> SimpleNamespace:
     return SimpleNamespace(**{**vars(classes),
-                              "StreamingDataLoader": functools.partial(classes.StreamingDataLoader, fixes=fixes),
-                              "CombinedStreamingDataset": functools.partial(classes.CombinedStreamingDataset,
-                                                                            fixes=fixes),
-                              "StreamingDataset": functools.partial(classes.StreamingDataset, fixes=fixes),
-                              "ParallelStreamingDataset": functools.partial(classes.ParallelStreamingDataset,
-                                                                            fixes=fixes)})
+                              **{n: functools.partial(getattr(classes, n), fixes=fixes) for n in _PATCHED}})
+
 
 def litdata_component(fixes: Iterable[str] = ALL_LITDATA) -> StreamComponent:
     fixes = check_fixes(fixes, LITDATA_FIXES)
