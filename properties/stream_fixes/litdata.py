@@ -49,6 +49,8 @@ LITDATA_FIXES: dict[str, str] = {
            "worker, not the one after it that load_state_dict keeps for routing the resume's first batch",
     "L14": "a persistent loader iterator rebuilds its first-batch routing at every epoch (torch's _reset), as a new "
            "iterator builds it, so a cycling dataset's next epoch starts after the last worker that delivered",
+    "L15": "a cycling ParallelStreamingDataset's worker resumes each source in the epoch of its own cycle, not the one "
+           "epoch the state holds for every worker (the cycle of the last batch's worker)",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -433,7 +435,8 @@ def litdata_classes() -> SimpleNamespace:
             rank = dataset.distributed_env.global_rank * worker_env.world_size + worker_env.rank
             return sum(end - start for _, start, end, _ in intervals[rank])
 
-        # litdata 0.2.76 ParallelStreamingDataset.__iter__ (parallel.py:197-250), copied; changes marked L7, L10, L11.
+        # litdata 0.2.76 ParallelStreamingDataset.__iter__ (parallel.py:197-250), copied; changes marked L7, L10, L11,
+        # L15.
         def _litdata_iter(self):
             P = D_parallel
             if self.is_cycling() and not self.resume:
@@ -445,6 +448,15 @@ def litdata_classes() -> SimpleNamespace:
             num_cycles = None
             if self._num_cycles is not None and worker_env.rank in self._num_cycles:
                 num_cycles = self._num_cycles.get(worker_env.rank, 0)
+            if "L15" in self._fixes and num_cycles is not None and self.is_cycling() and self.resume:
+                # L15: was nothing: each source resumes in its state's `current_epoch`, one value for every worker: the
+                # main process's copy, which update_epoch_counters (dataloader.py:897) sets from the cycles of the last
+                # batch's worker. The workers cycle at different times; a worker a cycle behind (or ahead) resumed its
+                # part, and shuffled its next cycle, with another worker's epoch. A source's epoch is this worker's
+                # cycle count + 1 (update_epoch_counters: the epoch counter starts at 1, the cycle counter at 0).
+                for dataset, cycles in zip(self._datasets, num_cycles):
+                    if dataset._state_dict:
+                        dataset._state_dict["current_epoch"] = cycles + 1
             length = self._length
             if isinstance(length, int):
                 length = length // worker_env.world_size + (worker_env.rank < length % worker_env.world_size)
