@@ -14,6 +14,8 @@ released and with the fixes. Skips with the reason when the litdata extra is abs
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from properties import corpus, suite
@@ -101,6 +103,10 @@ def test_unknown_fix_is_named_in_the_error():
 # And the campaign on L1-L11 failed, now and then, a parallel mixture with persistent workers and an early
 # break: a race in the first version of L8's fix (a worker's first iter() of epoch 0 may run after the loader
 # has set the next epoch; taking the shared epoch only when it changed then skipped the next one): O4.
+# The campaign on L1-L14 left O6 and O7 open; both are now findings whose corpus files carry the id: O6 is L15 (a
+# cycling parallel mixture's workers all resumed in the epoch of the last batch's worker), O7 is L16 (a weighted
+# combined mixture drew the same sources in every worker). As released both examples crash first (an earlier
+# finding's ValueError); L16's deviation shows there too without a checkpoint (below).
 MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
           "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json"),
           "O4": ("L8", "stream_resume-stream_litdata-litdata-008b240e37.json")}
@@ -137,6 +143,25 @@ def test_fixes_keep_passing_what_litdata_passes(name):
     assert first_failure(prop, L.component(), sc) is None
     failure = first_failure(prop, fixes().litdata_component(), sc)
     assert failure is None, failure
+
+
+def test_L16_as_released_every_worker_draws_the_same_sources():
+    # L16's example as released crashes in its resumed run (L9's ValueError) before the mixture is checked; the
+    # uninterrupted run alone shows the deviation itself: each of the 3 workers drew source 0 for its first 9 draws
+    # (one generator seed for all), ran out of its 7 or 6 samples of it first and stopped, so epoch 0 is the 20
+    # samples of source 0 and none of source 1 (weights 0.5, 0.5). Independent draws per worker (L16) pass.
+    from properties import stream_props as S
+
+    entry = corpus.load(fixes().pinned("L")["L16"])
+    sc = decode_stream_scenario(entry["example"])
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False)
+    for component, deviates in ((L.component(), True), (fixes().litdata_component(), False)):
+        t = S.run_stream(component.make_loader, plain, ids_of=component.ids_of)
+        ids = t.epoch_ids(0)
+        bad = S.mixture_deviation(ids, sc.weights, sc.sources)
+        assert (bad is not None) == deviates, (ids, bad)
+        if deviates:
+            assert sorted(ids) == list(range(20)), ids
 
 
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):

@@ -51,6 +51,8 @@ LITDATA_FIXES: dict[str, str] = {
            "iterator builds it, so a cycling dataset's next epoch starts after the last worker that delivered",
     "L15": "a cycling ParallelStreamingDataset's worker resumes each source in the epoch of its own cycle, not the one "
            "epoch the state holds for every worker (the cycle of the last batch's worker)",
+    "L16": "a CombinedStreamingDataset's worker draws its sources with a random generator seeded with its rank too, "
+           "as ParallelStreamingDataset seeds its own, instead of the same seed (and the same draws) in every worker",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -359,7 +361,7 @@ def litdata_classes() -> SimpleNamespace:
                 own = self._num_samples_yielded.get(_WorkerEnv.detect().rank) or [0] * len(self._datasets)
                 for dataset, count in zip(self._datasets, own):
                     dataset._own_samples_yielded = count   # L7: this worker's own count of each source
-            iterator = super().__iter__()
+            iterator = self._litdata_iter()
             for dataset in self._datasets:
                 dataset._own_samples_yielded = None
             if "L4" in self._fixes:
@@ -378,6 +380,38 @@ def litdata_classes() -> SimpleNamespace:
                 # size with 1 and took the elastic resume, whose chunk plan is not the one the epoch started with.
                 return self.get_len(self.num_workers, self.batch_size)
             return super().__len__()
+
+        # litdata 0.2.76 CombinedStreamingDataset.__iter__ (combined.py:130-147), copied; change marked L16.
+        def _litdata_iter(self):
+            import hashlib
+
+            from litdata.streaming.combined import _CombinedDatasetIterator
+            from litdata.utilities.env import _WorkerEnv
+
+            assert self._weights
+            worker_env = _WorkerEnv.detect()
+            num_samples_yielded = None
+            if self._num_samples_yielded is not None and worker_env.rank in self._num_samples_yielded:
+                num_samples_yielded = self._num_samples_yielded.get(worker_env.rank, 0)
+            seed = self._seed
+            if "L16" in self._fixes:
+                # L16: was `self._seed` in every worker: _CombinedDatasetIterator draws each sample's source with
+                # random.Random(seed) (combined.py:180), so every worker drew the same sequence of sources and the
+                # loader, taking the workers in turn, delivered each draw once per worker. The worker's rank goes
+                # into the seed as ParallelStreamingDataset.__iter__ puts it into its own (parallel.py:225-232).
+                state = (self._seed, worker_env.rank)
+                seed = int(hashlib.sha256(str(state).encode()).hexdigest(), 16) % (2**32 - 1)
+            self._iterator = _CombinedDatasetIterator(
+                self._datasets,
+                seed,
+                self._weights,
+                self._use_streaming_dataloader,
+                num_samples_yielded,
+                self.batch_size,
+                self._batching_method,
+                self._iterate_over_all,
+            )
+            return self._iterator
 
     class FixedParallelStreamingDataset(v.ParallelStreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
