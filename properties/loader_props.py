@@ -8,7 +8,9 @@ checkpoint-and-restore-into-a-fresh-loader at chosen steps (step 0 and epoch
 boundaries included) and records the transcript the checks compare.
 
 The driver follows a trainer's call order: build, ``load_state_dict`` (on a resume),
-``set_epoch(e)``, ``iter()``, steps; a state is taken between steps, or between epochs.
+``set_epoch(e)``, ``iter()``, steps; a state is taken between steps, or between epochs. A scenario
+with ``checkpoint_on_resume`` set also has the trainer call ``state_dict()`` right after every
+``load_state_dict`` (a checkpoint written on resume, the one a restore before the epoch's next step loads).
 """
 
 from __future__ import annotations
@@ -74,12 +76,20 @@ def roundtrip(state: Any, codec: str) -> Any:
 
 def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of, codec: str | None = None,
                  first_epoch: int = 0, on_loader: Callable[[Any], None] | None = None,
-                 break_after: int | None = None) -> Transcript:
+                 break_after: int | None = None, checkpoint_on_resume: bool | None = None) -> Transcript:
     """Iterate epochs ``first_epoch .. scenario.epochs - 1``; after each step count in
     ``scenario.checkpoints`` (and, with ``restore_at_epoch_end``, after every epoch) save the
     state, close the loader, build a fresh one, restore, and carry on. With ``break_after``, epoch
     0's loop breaks once it has taken that many steps (counting those after a restore) and the
     trainer goes on to epoch 1, as a loop bounded by steps per epoch does.
+
+    With ``checkpoint_on_resume`` (None: the scenario's field of that name, if it has one; off
+    otherwise) the trainer writes a checkpoint right after every restore, ``state_dict()`` before
+    ``set_epoch`` and ``iter()``, as trainers that checkpoint on resume do; that checkpoint is the
+    trainer's latest, so a restore before the next step of the same epoch's loop loads it instead
+    of asking the loader again (a restart right after a restart); once the epoch's iterator ran out
+    or was abandoned, which the loader may record, a restore asks the loader. Off, the schedule is
+    exactly as without the option.
 
     The state travels through JSON, as a checkpoint file would, unless the target says its state
     holds tensors or objects (``codec="pickle"``, or ``make.state_codec = "pickle"``, as torchdata's does).
@@ -87,20 +97,26 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
     it is replaced (to read what it reached). Reports where the restores fell (``properties.coverage``).
     """
     codec = codec or getattr(make, "state_codec", "json")
+    if checkpoint_on_resume is None:
+        checkpoint_on_resume = bool(getattr(scenario, "checkpoint_on_resume", False))
     points = Counter(scenario.checkpoints)
     loader = make(scenario)
     steps: list = []
     restores: list[tuple[int, int]] = []   # (steps delivered, epoch) at each restore
     n = 0
+    on_resume: list = []   # the checkpoint written on the last resume, until a step follows it
 
     def restore(loader, epoch: int):
         restores.append((n, epoch))
         if on_loader is not None:
             on_loader(loader)
-        state = roundtrip(loader.state_dict(), codec)
+        state = on_resume.pop() if on_resume else roundtrip(loader.state_dict(), codec)
         loader.close()
         fresh = make(scenario)
         fresh.load_state_dict(state)
+        if checkpoint_on_resume:
+            on_resume.append(roundtrip(fresh.state_dict(), codec))
+            reached("a checkpoint written on resume")
         return fresh
 
     try:
@@ -118,11 +134,13 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
                 steps.append((epoch, ids_of(step)))
                 n += 1
                 taken += 1
+                on_resume.clear()
                 for _ in range(points.get(n, 0)):
                     loader = restore(loader, epoch)
                     loader.set_epoch(epoch)
                     it = iter(loader)
             it = None  # the finished (or abandoned) iterator goes before a restore builds new workers
+            on_resume.clear()   # the loader saw its epoch end (or broken off): the epoch-end checkpoint asks it
             if on_loader is not None:
                 on_loader(loader)
             if scenario.restore_at_epoch_end and epoch < scenario.epochs - 1:

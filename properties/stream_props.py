@@ -6,7 +6,9 @@ A *stream loader* is what ``StreamComponent.make_loader(scenario)`` returns: ``s
 batch delivers. ``run_stream`` follows a trainer's loop: ``set_epoch(e)``, ``iter()``, batches; a
 checkpoint saves the state, closes the loader and restores it into a fresh one, which the loop then
 iterates again (``iter()`` once more, as a trainer that resumes mid-epoch does); epoch 0's loop may
-``break`` early, after which the trainer starts epoch 1.
+``break`` early, after which the trainer starts epoch 1. With ``checkpoint_on_resume`` the trainer
+writes a checkpoint right after every restore (``state_dict()`` before ``set_epoch`` and ``iter()``,
+as trainers that checkpoint on resume do), and a restore before the epoch's next batch loads that one.
 """
 
 from __future__ import annotations
@@ -43,15 +45,17 @@ def run_stream(make: Callable[[StreamScenario], Any], sc: StreamScenario, *, ids
                codec: str = "pickle", first_epoch: int = 0) -> StreamTranscript:
     """The loader suite's trainer loop (``loader_props.run_schedule``) over a stream scenario: the
     state is saved while the epoch's iterator is still alive, as a trainer saves inside its loop,
-    and epoch 0's loop breaks after ``sc.break_after`` batches."""
+    epoch 0's loop breaks after ``sc.break_after`` batches, and with ``sc.checkpoint_on_resume`` every
+    restore is followed at once by a checkpoint of the restored loader."""
     t = run_schedule(make, sc, ids_of=lambda batch: tuple(ids_of(batch)), codec=codec, first_epoch=first_epoch,
-                     break_after=sc.break_after)
+                     break_after=sc.break_after, checkpoint_on_resume=sc.checkpoint_on_resume)
     return StreamTranscript(t.steps)
 
 
 def schedule(sc: StreamScenario) -> str:
     where = f"checkpoints after batches {list(sc.checkpoints)}"
     where += " and at every epoch end" if sc.restore_at_epoch_end else ""
+    where += ", a checkpoint written right after every restore" if sc.checkpoint_on_resume else ""
     return where + (f", epoch 0's loop breaking after {sc.break_after} batches" if sc.break_after is not None else "")
 
 

@@ -17,7 +17,11 @@ cycles or mixes sources, and keeps its epoch and position in its own ``state_dic
 * the schedule: ``epochs``; ``checkpoints`` (global batch counts after which the state is saved,
   the loader closed and a fresh one restored; 0: before the first batch); ``restore_at_epoch_end``
   (also after every epoch's iterator ran out); ``break_after`` (epoch 0's loop breaks after that
-  many batches and the trainer goes on to epoch 1, None: no break).
+  many batches and the trainer goes on to epoch 1, None: no break); ``checkpoint_on_resume`` (after
+  every restore the trainer writes a checkpoint at once, ``state_dict()`` before it iterates, as
+  trainers that checkpoint on resume do, and a restore before the epoch's next batch restores
+  that checkpoint; ``loader_props.run_schedule``). Off by default: an example saved before the field
+  existed decodes without it, to the same schedule.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class StreamScenario:
     checkpoints: tuple[int, ...] = ()
     restore_at_epoch_end: bool = False
     break_after: int | None = None
+    checkpoint_on_resume: bool = False
 
     def __post_init__(self) -> None:
         if self.mix not in MIXES:
@@ -80,6 +85,9 @@ class StreamScenario:
         d["sources"] = list(self.sources)
         d["weights"] = None if self.weights is None else list(self.weights)
         d["checkpoints"] = list(self.checkpoints)
+        if not self.checkpoint_on_resume:
+            # written only when on: an example without it encodes (and is named in the corpus) as before the field
+            del d["checkpoint_on_resume"]
         return d
 
     @classmethod
@@ -109,9 +117,10 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
     Sources hold 4-30 samples and chunks 1-8 of them, so with 0-3 workers some workers hold no chunk
     and others several; an epoch is a few to thirty batches. A schedule holds one to
     ``max_checkpoints`` restores at batch counts within the first two epochs, step 0 in about a third,
-    a restore at every epoch end in about a third, and in about a third a loop that breaks early in
-    epoch 0 (the properties that need checkpoints exactly at epoch ends and on the next epoch's first
-    batch add them themselves, from the uninterrupted run)."""
+    a restore at every epoch end in about a third, in about a third a loop that breaks early in
+    epoch 0, and in about a quarter a checkpoint written at once after every restore
+    (``checkpoint_on_resume``; the properties that need checkpoints exactly at epoch ends and on the
+    next epoch's first batch add them themselves, from the uninterrupted run)."""
     mixes = component.mixes if mix is None else (mix,)
     mix = draw(st.sampled_from(mixes))
     n_sources = 1 if mix == "single" else draw(st.integers(2, 3))
@@ -125,7 +134,7 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
     batch = draw(st.sampled_from(component.batch_sizes))
     dp_size = draw(st.integers(2, 3)) if dp else 1
     points: tuple[int, ...] = ()
-    at_end, break_after = False, None
+    at_end, break_after, on_resume = False, None, False
     if checkpoints:
         horizon = max(2, 2 * sum(sources) // (batch * dp_size))
         drawn = draw(st.lists(st.integers(1, horizon), min_size=1, max_size=max_checkpoints))
@@ -133,10 +142,14 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
         at_end = draw(st.integers(0, 2)) == 0
         if component.break_early and draw(st.integers(0, 2)) == 0:
             break_after = draw(st.integers(1, max(1, min(sources) // (batch * dp_size))))
-    return StreamScenario(
+    fields = dict(
         sources=sources, mix=mix, weights=weights, cycle_length=cycle, chunk_size=draw(st.integers(1, 8)),
         shuffle=draw(st.sampled_from(component.shuffle)) if shuffle is None else shuffle,
         seed=draw(st.integers(0, 2**16)), shuffle_buffer=draw(st.sampled_from([1, 4, 16, 64])),
         num_workers=workers, persistent_workers=draw(st.sampled_from(component.persistent)) if workers else False,
         batch_size=batch, drop_last=draw(st.sampled_from(component.drop_last)), dp_size=dp_size,
         epochs=2, checkpoints=points, restore_at_epoch_end=at_end, break_after=break_after)
+    if checkpoints:
+        # drawn last, so the draws before it (and the examples other schedules shrank to) stay as they were
+        on_resume = draw(st.integers(0, 3)) == 0
+    return StreamScenario(**fields, checkpoint_on_resume=on_resume)
