@@ -6,6 +6,7 @@ H4's and H9's, fixes to torchdata, in a ``StatefulDataLoader`` subclass that onl
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import replace
 from typing import Iterable
@@ -33,8 +34,9 @@ HF_FIXES: dict[str, str] = {
           "on resume (that table's undelivered rows go with the buffer, as documented)",
     "H8": "(with H5's state) each new iteration of a DataLoader worker's dataset reports its own start as its state "
           "until its first sample, not where the previous iteration (or an abandoned iterator's tasks) left off",
-    "H9": "(torchdata, not datasets) StatefulDataLoader.__iter__ does not reuse an iterator that state_dict() built "
-          "from a loaded state of another epoch than the dataset now has; it builds the new epoch's afresh",
+    "H9": "(torchdata, not datasets) StatefulDataLoader.state_dict() after load_state_dict() and before iterating "
+          "returns the loaded state instead of building the iterator from it (whose workers start before the "
+          "trainer's set_epoch, and which the next iter() reuses for whatever epoch was set since)",
 }
 ALL_HF = tuple(HF_FIXES)
 
@@ -374,13 +376,8 @@ def epoch_aware_loader_class():
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     class EpochAwareStatefulDataLoader(StatefulDataLoader):
-        def _get_iterator(self):
-            # H9: which epochs the state an iterator is built from belongs to (none for a fresh one)
-            self._iterator_state_epochs = _dataset_epochs(self.next_iter_state) if self.next_iter_state else set()
-            return super()._get_iterator()
-
         # torchdata 0.11.0 StatefulDataLoader.__iter__ (stateful_dataloader.py:391-413), copied; the changes are
-        # marked H4 and H9. The root cause is torchdata's: its state has no epoch, so a loaded state is always
+        # marked H4. The root cause is torchdata's: its state has no epoch, so a loaded state is always
         # resumed.
         def __iter__(self):
             fixes = _fixes_of(self.dataset)
@@ -393,16 +390,6 @@ def epoch_aware_loader_class():
                 saved = _dataset_epochs(self.next_iter_state)
                 if saved and int(epoch) not in saved:
                     self.next_iter_state = None
-            # H9: state_dict() between load_state_dict() and this iter() had built the iterator from such a state
-            # (415-419), with its workers and their prefetch started before set_epoch: reused here, the new
-            # epoch was the rest of the broken-off one (workers that ran the prefetch before set_epoch) or H4's
-            # order. That iterator goes, and the new epoch's is built afresh.
-            if ("H9" in fixes and self._initial_iter_for_state_dict and epoch is not None
-                    and getattr(self, "_iterator_state_epochs", None)
-                    and int(epoch) not in self._iterator_state_epochs):
-                stale, self._iterator, self._initial_iter_for_state_dict = self._iterator, None, False
-                if hasattr(stale, "_shutdown_workers"):
-                    stale._shutdown_workers()
             if self._initial_iter_for_state_dict:
                 self._initial_iter_for_state_dict = False
                 assert self._iterator is not None
@@ -420,6 +407,22 @@ def epoch_aware_loader_class():
                     self._iterator = self._get_iterator()
 
             return self._iterator
+
+        # torchdata 0.11.0 StatefulDataLoader.state_dict (stateful_dataloader.py:415-419), copied; the change is
+        # marked H9.
+        def state_dict(self):
+            # H9: between load_state_dict() and the next iter() the state is the loaded one. Released, state_dict()
+            # built the iterator from it at once, starting its workers and their prefetch with the dataset's epoch
+            # of that moment (before the trainer's set_epoch), and __iter__ (397-399) reused that iterator for
+            # whatever epoch the trainer set since: the new epoch was the rest of the broken-off one, H4's order,
+            # or (a state of the epoch the trainer then sets, loaded into a fresh dataset still at epoch 0) the
+            # epoch from its start again. The loaded state is returned as it is and no iterator is built.
+            if "H9" in _fixes_of(self.dataset) and self._iterator is None and self.next_iter_state is not None:
+                return copy.deepcopy(self.next_iter_state)
+            if self._iterator is None:
+                self._iterator = self._get_iterator()
+                self._initial_iter_for_state_dict = True
+            return self._iterator.state_dict()
 
     return EpochAwareStatefulDataLoader
 
