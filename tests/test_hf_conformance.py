@@ -5,9 +5,9 @@ As for litdata (tests/test_litdata_conformance.py): each finding's minimal examp
 stream corpus (tests/regressions/streams/, its ``finding`` field names it); it fails as released
 (counted only when the replay ran and failed), passes with every proposed fix
 (``properties.stream_fixes:hf_fixed``) and fails with every fix but its own (H4's and H9's fixes are to
-torchdata's StatefulDataLoader, the others to datasets). H9 has no corpus entry: its trainer (a
-checkpoint written between a restore and the next epoch) is no stream scenario; its own test pins it.
-Skips when datasets is absent.
+torchdata's StatefulDataLoader, the others to datasets). H9's trainer (a checkpoint written between a
+restore and the next epoch) is the scenarios' ``checkpoint_on_resume``; its hand-written trainer test stays
+as a second pin. Skips when datasets is absent.
 """
 
 from __future__ import annotations
@@ -81,11 +81,10 @@ def test_shuffle_buffer_resume_is_not_promised():
         SS.stream_resume(H.component(), StreamScenario(sources=(8,), shuffle=True, shuffle_buffer=4, checkpoints=(1,)))
 
 
-def test_every_finding_but_h2_and_h9_is_pinned_by_a_corpus_entry():
-    # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed;
-    # H9's trainer is no stream scenario: test_h9_a_checkpoint_of_a_resume_at_a_broken_off_epochs_end_sets_the_next_epoch
+def test_every_finding_but_h2_is_pinned_by_a_corpus_entry():
+    # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed
     pins = dict(_pins())
-    assert sorted(pins) == sorted([f for f in fixes().HF_FIXES if f not in ("H2", "H9")] + list(UNPATCHED))
+    assert sorted(pins) == sorted([f for f in fixes().HF_FIXES if f != "H2"] + list(UNPATCHED))
     for finding, path in pins.items():
         entry = corpus.load(path)
         expected = {"hf-iterable": "fail"} if finding in UNPATCHED else {"hf-iterable": "fail", FIXED: "pass"}
@@ -154,10 +153,18 @@ def test_h8_passes_with_every_fix_and_fails_without_its_own(slow_workers):
     assert without.status == "fail", "H8's example passes without its fix: the pin proves nothing"
 
 
+def test_h9_corpus_entry_writes_a_checkpoint_on_resume():
+    # H9's example is H4's trainer with a checkpoint written right after every restore; as released it also
+    # fails on H4's order, and without H9's fix that order comes back (the loader built from the stale state)
+    sc = decode_stream_scenario(corpus.load(dict(_pins())["H9"])["example"])
+    assert sc.checkpoint_on_resume and sc.break_after is not None and sc.restore_at_epoch_end
+
+
 def _epoch_one_after_a_checkpoint_of_a_resume(component) -> tuple[list, list]:
-    """H9's trainer, which the stream scenarios cannot express: 4 samples in 4 shards, 2 workers, epoch 0's
-    loop breaks after 1 batch; its state is restored into a new loader that writes a checkpoint at once
-    (state_dict() before iterating, as H3's does) and then runs epoch 1. Epoch 1 uninterrupted, and so."""
+    """H9's trainer written by hand (its corpus entry is the same through ``checkpoint_on_resume``): 4 samples
+    in 4 shards, 2 workers, epoch 0's loop breaks after 1 batch; its state is restored into a new loader that
+    writes a checkpoint at once (state_dict() before iterating, as H3's does) and then runs epoch 1. Epoch 1
+    uninterrupted, and so."""
     import pickle
 
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=2)
