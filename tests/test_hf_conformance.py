@@ -160,6 +160,18 @@ def test_h9_corpus_entry_writes_a_checkpoint_on_resume():
     assert sc.checkpoint_on_resume and sc.break_after is not None and sc.restore_at_epoch_end
 
 
+def test_h9_a_checkpoint_on_resume_at_the_next_epochs_first_batch_does_not_start_the_epoch_over():
+    # H9's second case: restored after epoch 1's first batch into a fresh loader (its dataset at epoch 0 until the
+    # trainer's set_epoch(1)), the checkpoint on resume built the iterator at epoch 0; datasets discarded the
+    # epoch-1 state and epoch 1 started over. H9's first fix (drop an iterator built from another epoch's state)
+    # missed it: with H1-H8 it fails every time; as released it depends on when the workers run their prefetch.
+    sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=1, checkpoints=(5,), checkpoint_on_resume=True)
+    SS.stream_resume(fixes().hf_component(), sc)
+    without = fixes().hf_component([f for f in fixes().HF_FIXES if f != "H9"])
+    with pytest.raises(Exception, match=r"resume: batch 5 differs"):
+        SS.stream_resume(without, sc)
+
+
 def _epoch_one_after_a_checkpoint_of_a_resume(component) -> tuple[list, list]:
     """H9's trainer written by hand (its corpus entry is the same through ``checkpoint_on_resume``): 4 samples
     in 4 shards, 2 workers, epoch 0's loop breaks after 1 batch; its state is restored into a new loader that
