@@ -732,8 +732,8 @@ def build_parser() -> argparse.ArgumentParser:
     da.add_argument("--json", action="store_true")
     da.set_defaults(func=cmd_derive_auto)
 
-    ss = sub.add_parser("skew-sweep", help="every ordering on five skewed traces, prefetch 2 and 4, lookahead 16 "
-                        "and 32: ratios to in_order=False and True (~5 s)")
+    ss = sub.add_parser("skew-sweep", help="every ordering on five skewed traces, prefetch 2 and 4, lookahead 16, "
+                        "32 and 64: ratios to in_order=False and True (~10 s)")
     ss.add_argument("--json", action="store_true")
     ss.set_defaults(func=cmd_skew_sweep)
     return parser

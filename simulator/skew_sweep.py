@@ -89,7 +89,7 @@ def sweep_one(name: str, prefetch_factor: int, lookahead: int) -> SweepRow:
         reorder_buffer=_fraction(true, LoaderConfig(**common, reorder_buffer=REORDER_BUFFER)))
 
 
-def sweep(traces=tuple(TRACES), prefetch_factors=(2, 4), lookaheads=(16, 32)) -> list[SweepRow]:
+def sweep(traces=tuple(TRACES), prefetch_factors=(2, 4), lookaheads=(16, 32, 64)) -> list[SweepRow]:
     return [sweep_one(t, p, L) for t in traces for p in prefetch_factors for L in lookaheads]
 
 
