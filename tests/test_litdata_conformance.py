@@ -145,6 +145,26 @@ def test_fixes_keep_passing_what_litdata_passes(name):
     assert failure is None, failure
 
 
+# Open: found by the campaign on L1-L16 (docs/litdata-0.2.76-conformance.md, "Open"), no fix patch yet. A cycling
+# parallel mixture over 1 persistent worker, epoch 0's loop broken after 1 batch: epoch 1 starts at (3, 1003)
+# uninterrupted and at (1, 1001) resumed (and without persistent workers). Traced: L11's fix continues the persistent
+# worker's own iterator, which ran ahead of the loader by the batches it prefetched and the loader dropped at the
+# break; the uninterrupted run is the wrong one.
+OPEN = {
+    "O8-cycling-persistent-break": ("stream_resume", StreamScenario(
+        sources=(4, 4), mix="parallel", cycle_length=4, chunk_size=1, shuffle_buffer=1, num_workers=1,
+        persistent_workers=True, checkpoints=(0, 1), restore_at_epoch_end=True, break_after=1)),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="open litdata finding on the fixed target (no fix patch yet)")
+@pytest.mark.parametrize("name", sorted(OPEN))
+def test_open_finding_fails_with_every_fix(name):
+    prop, sc = OPEN[name]
+    failure = first_failure(prop, fixes().litdata_component(), sc)
+    assert failure is None, failure
+
+
 def test_L16_as_released_every_worker_draws_the_same_sources():
     # L16's example as released crashes in its resumed run (L9's ValueError) before the mixture is checked; the
     # uninterrupted run alone shows the deviation itself: each of the 3 workers drew source 0 for its first 9 draws
