@@ -118,9 +118,10 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
     and others several; an epoch is a few to thirty batches. A schedule holds one to
     ``max_checkpoints`` restores at batch counts within the first two epochs, step 0 in about a third,
     a restore at every epoch end in about a third, in about a third a loop that breaks early in
-    epoch 0, and in about a quarter a checkpoint written at once after every restore
-    (``checkpoint_on_resume``; the properties that need checkpoints exactly at epoch ends and on the
-    next epoch's first batch add them themselves, from the uninterrupted run)."""
+    epoch 0, and a checkpoint written at once after every restore (``checkpoint_on_resume``) in a
+    quarter by the draw, a third to half as Hypothesis draws it (it favours the value 0). The
+    properties that need checkpoints exactly at epoch ends and on the next epoch's first batch add
+    them themselves, from the uninterrupted run."""
     mixes = component.mixes if mix is None else (mix,)
     mix = draw(st.sampled_from(mixes))
     n_sources = 1 if mix == "single" else draw(st.integers(2, 3))

@@ -75,7 +75,8 @@ def _mixture(component: Any) -> str | None:
 
 @stream_prop("stream_resume", examples=stream_scenarios,
              doc="a resume (at batch 0, mid-epoch, twice, exactly at an epoch end, on the next epoch's first batch, "
-                 "after the loop broke early) continues the uninterrupted stream batch for batch where the loader "
+                 "after the loop broke early, each perhaps followed at once by a checkpoint of the restored loader) "
+                 "continues the uninterrupted stream batch for batch where the loader "
                  "promises it, and delivers each epoch's samples once where it promises only that")
 def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
