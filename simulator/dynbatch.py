@@ -131,7 +131,7 @@ class RankFeed:
         model.start_epoch(self.t)
         while (r := nxt(self.t)) is not None:
             self.t = handout_time(r)
-            item = list(map(samples.__getitem__, batch_rows(r).tolist()))   # no comprehension frame per item
+            item = list(map(samples.__getitem__, batch_rows(r)))   # no comprehension frame per item
             self.fetched += len(item)
             if track:
                 self._mem_samples.append(packer.num_samples)

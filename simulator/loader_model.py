@@ -185,6 +185,7 @@ class LoaderModel:
         self._ht: list[float] = []
         self._hepoch: list[int] = []
         self._seqs: list[np.ndarray] = []
+        self._seq_lists: list[list[int]] = []   # the same rows as Python ints: batch_rows runs per hand-out
         self._seq_base = 0
         self._epoch_base: list[int] = []   # global number of each epoch's first task
         self.dropped = 0
@@ -279,6 +280,7 @@ class LoaderModel:
             self._rb_seq = Sequencer(range(self._nb))
             self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
         self._seqs.append(seq)
+        self._seq_lists.append(seq.tolist())
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
             self._put()
@@ -488,20 +490,17 @@ class LoaderModel:
     def handout_time(self, r: int) -> float:
         return self._ht[r]
 
-    def batch_rows(self, r: int) -> np.ndarray:
-        """Trace rows of hand-out ``r``."""
+    def batch_rows(self, r: int) -> list[int]:
+        """Trace rows of hand-out ``r`` (a list: the fetch loop indexes Python lists with them, once per
+        hand-out, and converting a one-row array each time cost more than the rest of the hand-out)."""
         k = self._hk[r]
-        lo, hi = self._tlo[k], self._thi[k]
-        seq, base = self._seq_of(lo)
-        return seq[lo - base:hi - base]
-
-    def _seq_of(self, pos: int) -> tuple[np.ndarray, int]:
+        lo = self._tlo[k]
         base = self._seq_base
-        for seq in reversed(self._seqs):
-            base -= len(seq)
-            if pos >= base:
-                return seq, base
-        raise IndexError(pos)
+        for rows in reversed(self._seq_lists):
+            base -= len(rows)
+            if lo >= base:
+                return rows[lo - base:self._thi[k] - base]
+        raise IndexError(lo)
 
     def result(self) -> LoaderRun:
         hk = np.asarray(self._hk, dtype=np.int64)
