@@ -107,9 +107,24 @@ def test_unknown_fix_is_named_in_the_error():
 # cycling parallel mixture's workers all resumed in the epoch of the last batch's worker), O7 is L16 (a weighted
 # combined mixture drew the same sources in every worker). As released both examples crash first (an earlier
 # finding's ValueError); L16's deviation shows there too without a checkpoint (below).
+# The campaign on L1-L16 left O8 open: a cycling parallel mixture over 1 persistent worker, epoch 0's loop broken
+# after 1 batch, started epoch 1 at (3, 1003) uninterrupted and at (1, 1001) resumed. The first version of L11's fix
+# continued the persistent worker's own iterator, which had run ahead of the loader by the batches it prefetched and
+# the loader dropped at the break (the uninterrupted run was the wrong one); L11's fix now hands the worker the
+# loader's state where its counts differ from the loader's. O8's example is a second pin of L11 (as released, L11's
+# own start-over fails it); a third (2 persistent workers, batches of 2, drop_last) needs the revised fix's other half:
+# a worker that had delivered its whole part resumes with an empty part, not the indexes its copy had prefetched.
+# Checking that fix found a second case of L13, without persistent workers: a cycling parallel mixture over 2 workers
+# restored after epoch 0's first batch, whose resumed iterator the loop dropped unstarted (it broke there). The loader's
+# own hand-over at the next epoch (state_dict, then load_state_dict) named the worker after the last one, as L13's
+# checkpoint did, and the resumed run started epoch 1 one worker off. The first version of L13's fix corrected
+# state_dict() only.
 MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
           "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json"),
-          "O4": ("L8", "stream_resume-stream_litdata-litdata-008b240e37.json")}
+          "O4": ("L8", "stream_resume-stream_litdata-litdata-008b240e37.json"),
+          "O8": ("L11", "stream_resume-stream_litdata-litdata-c84156121c.json"),
+          "O8-drop-last": ("L11", "stream_resume-stream_litdata-litdata-c70c7d7431.json"),
+          "L13-cycling-hand-over": ("L13", "stream_resume-stream_litdata-litdata-a18b703a7a.json")}
 
 
 @pytest.mark.parametrize("name", sorted(MERGED))
@@ -141,26 +156,6 @@ FIX_REGRESSIONS = {
 def test_fixes_keep_passing_what_litdata_passes(name):
     prop, sc = FIX_REGRESSIONS[name]
     assert first_failure(prop, L.component(), sc) is None
-    failure = first_failure(prop, fixes().litdata_component(), sc)
-    assert failure is None, failure
-
-
-# Open: found by the campaign on L1-L16 (docs/litdata-0.2.76-conformance.md, "Open"), no fix patch yet. A cycling
-# parallel mixture over 1 persistent worker, epoch 0's loop broken after 1 batch: epoch 1 starts at (3, 1003)
-# uninterrupted and at (1, 1001) resumed (and without persistent workers). Traced: L11's fix continues the persistent
-# worker's own iterator, which ran ahead of the loader by the batches it prefetched and the loader dropped at the
-# break; the uninterrupted run is the wrong one.
-OPEN = {
-    "O8-cycling-persistent-break": ("stream_resume", StreamScenario(
-        sources=(4, 4), mix="parallel", cycle_length=4, chunk_size=1, shuffle_buffer=1, num_workers=1,
-        persistent_workers=True, checkpoints=(0, 1), restore_at_epoch_end=True, break_after=1)),
-}
-
-
-@pytest.mark.xfail(strict=True, reason="open litdata finding on the fixed target (no fix patch yet)")
-@pytest.mark.parametrize("name", sorted(OPEN))
-def test_open_finding_fails_with_every_fix(name):
-    prop, sc = OPEN[name]
     failure = first_failure(prop, fixes().litdata_component(), sc)
     assert failure is None, failure
 

@@ -6,6 +6,7 @@ change its fix describes (marked with the fix's id); built with ``fixes=()`` it 
 from __future__ import annotations
 
 import functools
+import pickle
 import weakref
 from dataclasses import replace
 from types import SimpleNamespace
@@ -41,12 +42,15 @@ LITDATA_FIXES: dict[str, str] = {
            "not an even split over workers: its resumed counter uses the length that worker cycles over, and a "
            "restored loader resumes only if a worker is inside its part of the epoch (each worker's own count and "
            "cycles, not per-source sums that drop the workers a cycle behind)",
-    "L11": "a cycling ParallelStreamingDataset in a persistent worker continues its own iterator into the next epoch "
-           "(the loader hands the position to workers only when they fork) instead of starting its sources over",
+    "L11": "a cycling ParallelStreamingDataset in a persistent worker starts each epoch where the loader's counts say "
+           "it left off (the loader shares the state it hands the dataset every epoch, which reaches workers only when "
+           "they fork) instead of starting its sources over: it continues its own iterator where that is where the "
+           "loader's counts are, and otherwise (batches it prefetched were dropped at a break) resumes the shared state",
     "L12": "a StreamingDataset worker starts from the restored state once: a persistent worker whose resumed epoch was "
            "broken off starts its next epoch fresh instead of at the restored position again",
     "L13": "a state saved again after load_state_dict and before the first batch names the loaded state's last "
-           "worker, not the one after it that load_state_dict keeps for routing the resume's first batch",
+           "worker, not the one after it that load_state_dict keeps for routing the resume's first batch (a checkpoint, "
+           "and the state a cycling ParallelStreamingDataset's loader hands itself at the next epoch)",
     "L14": "a persistent loader iterator rebuilds its first-batch routing at every epoch (torch's _reset), as a new "
            "iterator builds it, so a cycling dataset's next epoch starts after the last worker that delivered",
     "L15": "a cycling ParallelStreamingDataset's worker resumes each source in the epoch of its own cycle, not the one "
@@ -202,7 +206,12 @@ def litdata_classes() -> SimpleNamespace:
                 and self.current_epoch != 0
             ):
                 if not self.restore:
-                    self._litdata_load(StreamingDataLoader.state_dict(self))
+                    state = StreamingDataLoader.state_dict(self)
+                    if "L13" in self._fixes and self._loaded_latest is not None:
+                        # L13: this state too is saved after load_state_dict and before the first batch (a resumed
+                        # iterator dropped unstarted): it names the loaded state's last worker, not the next one
+                        state["latest_worker_idx"] = self._loaded_latest
+                    self._litdata_load(state)
                     self.current_epoch += 1
                     if "L10" in self._fixes:
                         # L10: the workers' counts run on across epochs; this epoch's part starts from these
@@ -225,6 +234,10 @@ def litdata_classes() -> SimpleNamespace:
             self.dataset.set_epoch(self.current_epoch)
             if isinstance(self.dataset, D.ParallelStreamingDataset):
                 self.dataset._epoch_base = self._epoch_base   # L10: what the workers fork with
+                if "L11" in self._fixes and self.persistent_workers and self.num_workers > 0 \
+                        and self.dataset.is_cycling() and self.dataset.resume:
+                    # L11: what a forked worker takes from the dataset's state, for the persistent ones (below)
+                    self.dataset._share_loader_state(self._epoch_base)
             if isinstance(self.dataset, D.StreamingDataset):
                 for batch in DataLoader.__iter__(self):
                     self._latest_worker_idx = self._batch_worker(next(self._worker_idx_iter))
@@ -303,7 +316,7 @@ def litdata_classes() -> SimpleNamespace:
                 self._state_dict = None
             return iterator
 
-        # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; change marked L7 (posix_fast
+        # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; changes marked L7, L11 (posix_fast
         # prefetching, off here, left out).
         def _resume(self, workers_chunks, workers_intervals):
             state = self._state_dict
@@ -331,6 +344,12 @@ def litdata_classes() -> SimpleNamespace:
             self.worker_chunks = workers_chunks[worker_rank]
             self.worker_intervals = workers_intervals[worker_rank]
             if self.worker_next_chunk_index >= self.num_chunks:
+                if "L11" in self._fixes:
+                    # L11: was a bare return, which keeps the position of this copy's last iteration: a fresh
+                    # worker's copy has none (its next() ends the part), but a persistent worker's copy resumed from
+                    # the loader's state (L11, above) kept the indexes it had prefetched past the loader's counts.
+                    self.upcoming_indexes = D_dataset.deque()
+                    self.global_index = indexes[worker_local_rank]
                 return
             interval = self.worker_intervals[self.worker_next_chunk_index]
             current_indexes = D_dataset.np.arange(interval[1], interval[2])
@@ -418,14 +437,67 @@ def litdata_classes() -> SimpleNamespace:
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
             self._state_handed = False   # L11: load_state_dict ran since this copy's last iterator was built
+            self._handed = None          # L11: the state load_state_dict was handed last (main process)
+            self._shared_state = None    # L11: that state and the epoch's base, in shared memory (persistent workers)
             for dataset in self._datasets:
                 dataset._epoch_start = False   # L8: only the epoch's own iterator takes the loader's epoch (below)
 
         def load_state_dict(self, state_dict):
             super().load_state_dict(state_dict)
             self._state_handed = True
+            self._handed = state_dict if state_dict else self._handed
+
+        # L11: a persistent worker's copy never gets the state the loader hands the dataset at every epoch
+        # (dataloader.py:832-848); the loader writes it here, with L10's epoch base, before the workers start the epoch.
+        # A sequence count around each write (odd while writing) lets a worker that reads late read a whole one.
+        _SHARED_STATE_BYTES = 1 << 20
+
+        def _share_loader_state(self, epoch_base):
+            data = pickle.dumps((self._handed, dict(epoch_base)))
+            if self._shared_state is None:   # the first epoch: before the persistent workers fork
+                self._shared_state = torch.zeros(self._SHARED_STATE_BYTES + 16, dtype=torch.uint8).share_memory_()
+            if len(data) > self._SHARED_STATE_BYTES:
+                raise RuntimeError(f"L11: the loader's state ({len(data)} bytes) exceeds the shared buffer")
+            header = self._shared_state[:16].view(torch.int64)
+            header[0] += 1
+            self._shared_state[16:16 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            header[1] = len(data)
+            header[0] += 1
+
+        def _loader_state(self):
+            if self._shared_state is None:
+                return None
+            header = self._shared_state[:16].view(torch.int64)
+            while True:
+                seq = int(header[0])
+                if seq % 2:
+                    continue
+                data = bytes(self._shared_state[16:16 + int(header[1])].numpy())
+                if int(header[0]) == seq:
+                    return pickle.loads(data) if data else None
+
+        def _take_loader_state(self):
+            """L11: a persistent worker continues its own iterator only where its counts are the loader's; its
+            iterator may have run ahead by the batches it prefetched and the loader dropped (a loop broken off), and
+            then it takes the loader's state, as a forked worker does."""
+            from litdata.utilities.env import _WorkerEnv
+
+            shared = self._loader_state()
+            if shared is None or shared[0] is None:
+                return
+            state, epoch_base = shared
+            rank, none = _WorkerEnv.detect().rank, [0] * len(self._datasets)
+            loader_counts = [list((state.get("num_samples_yielded") or {}).get(rank, none)),
+                             list((state.get("num_cycles") or {}).get(rank, none))]
+            own_counts = [list(self._iterator._num_samples_yielded), list(self._iterator._num_cycles)]
+            if loader_counts != own_counts:
+                self.load_state_dict(state)
+                self._epoch_base = epoch_base
 
         def __iter__(self):
+            if "L11" in self._fixes and self.is_cycling() and self.resume and self._iterator is not None \
+                    and not self._state_handed and D_dataset._is_in_dataloader_worker():
+                self._take_loader_state()
             iterator = self._litdata_iter()
             if "L4" in self._fixes and not self.is_cycling():
                 # L4, as for CombinedStreamingDataset: a persistent worker's next epoch starts fresh. (A cycling
@@ -509,8 +581,9 @@ def litdata_classes() -> SimpleNamespace:
                     and not self._state_handed:
                 # L11: was a new iterator whose sources start their parts over. The loader continues a cycling
                 # dataset across epochs by handing it its own state every epoch (dataloader.py:832-848), which
-                # reaches a worker only when it forks: a persistent worker's copy has no new state, and its own
-                # iterator is where it is. Continue it, its epoch counter taken as a fresh one would (line 348).
+                # reaches a worker only when it forks: a persistent worker's copy has no new state. Where its own
+                # iterator is where the loader's counts are (__iter__ checks, and otherwise hands it the loader's
+                # state), continue it, its epoch counter taken as a fresh one would (line 348).
                 self._iterator._count = 0   # a new epoch: the worker delivers its whole part again
                 return self._iterator
             self._state_handed = False
