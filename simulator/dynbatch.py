@@ -126,12 +126,12 @@ class RankFeed:
         # item (a million times in a large study), so the put arguments are built once per feed
         # and the model's methods are bound once per epoch.
         model, packer, samples = self.model, self.packer, self._samples
-        nxt, handout_time, batch_rows = model.next, model.handout_time, model.batch_rows
+        nxt, handout = model.next, model.handout
         track = self.track_memory
         model.start_epoch(self.t)
         while (r := nxt(self.t)) is not None:
-            self.t = handout_time(r)
-            item = list(map(samples.__getitem__, batch_rows(r)))   # no comprehension frame per item
+            self.t, rows = handout(r)
+            item = list(map(samples.__getitem__, rows))   # no comprehension frame per item
             self.fetched += len(item)
             if track:
                 self._mem_samples.append(packer.num_samples)

@@ -185,7 +185,7 @@ class LoaderModel:
         self._ht: list[float] = []
         self._hepoch: list[int] = []
         self._seqs: list[np.ndarray] = []
-        self._seq_lists: list[list[int]] = []   # the same rows as Python ints: batch_rows runs per hand-out
+        self._seq_lists: list[list[int]] = []   # the same rows as Python ints, for handout()
         self._seq_base = 0
         self._epoch_base: list[int] = []   # global number of each epoch's first task
         self.dropped = 0
@@ -283,7 +283,7 @@ class LoaderModel:
         self._seq_lists.append(seq.tolist())
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
-            self._put()
+            self._put(now)
 
     def _end_epoch(self) -> None:
         if len(self.q):
@@ -292,7 +292,8 @@ class LoaderModel:
 
     # ---- dispatch: _try_put_index (§1.4) ----------------------------------------------------
 
-    def _put(self) -> None:
+    def _put(self, now: float) -> None:
+        # ``now``, the clock, from the caller (which has read it already): this runs once per task
         pause = False
         if not self.iterable:
             b = self._next_b
@@ -321,7 +322,6 @@ class LoaderModel:
         k = self._send
         self._send = k + 1
         ntask[w] += 1
-        now = self.q.now
         if self.iterable:
             if self._ended[w]:
                 # Queued behind this worker's StopIteration: ignored, never answered (a phantom).
@@ -403,7 +403,7 @@ class LoaderModel:
                 self._active[tw[k]] = False
                 self._n_active -= 1
                 self._rcvd = rcvd
-                self._put()
+                self._put(self.q.now)
                 if k != rcvd:
                     state[k] = BUFFERED if in_order else DONE
                 else:
@@ -436,7 +436,7 @@ class LoaderModel:
             k = self._take_result()
             state[k] = DONE
             self._ntask[self._tw[k]] -= 1
-            self._put()                     # torch refills before the wrapper sees the batch
+            self._put(self.q.now)           # torch refills before the wrapper sees the batch
             if kind[k] == PAUSE:
                 continue
             ready.extend(seq.arrive(tb[k], k, self._thi[k] - self._tlo[k]))
@@ -455,10 +455,11 @@ class LoaderModel:
     def _process(self, k: int, t_request: float) -> int:
         """``_process_data``: count the hand-out against its worker, refill, hand out."""
         self._ntask[self._tw[k]] -= 1
-        self._put()
+        now = self.q.now
+        self._put(now)
         self._hk.append(k)
         self._hreq.append(t_request)
-        self._ht.append(self.q.now)
+        self._ht.append(now)
         self._hepoch.append(self.epoch)
         return len(self._hk) - 1
 
@@ -490,16 +491,16 @@ class LoaderModel:
     def handout_time(self, r: int) -> float:
         return self._ht[r]
 
-    def batch_rows(self, r: int) -> list[int]:
-        """Trace rows of hand-out ``r`` (a list: the fetch loop indexes Python lists with them, once per
-        hand-out, and converting a one-row array each time cost more than the rest of the hand-out)."""
+    def handout(self, r: int) -> tuple[float, list[int]]:
+        """When hand-out ``r`` happened and its trace rows. One call, and the rows a list, because the
+        fetch loop asks once per hand-out: a million times in a large study."""
         k = self._hk[r]
         lo = self._tlo[k]
         base = self._seq_base
         for rows in reversed(self._seq_lists):
             base -= len(rows)
             if lo >= base:
-                return rows[lo - base:self._thi[k] - base]
+                return self._ht[r], rows[lo - base:self._thi[k] - base]
         raise IndexError(lo)
 
     def result(self) -> LoaderRun:
