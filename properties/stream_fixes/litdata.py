@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import pickle
 import weakref
+from copy import deepcopy
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Iterable
@@ -57,6 +58,10 @@ LITDATA_FIXES: dict[str, str] = {
            "epoch the state holds for every worker (the cycle of the last batch's worker)",
     "L16": "a CombinedStreamingDataset's worker draws its sources with a random generator seeded with its rank too, "
            "as ParallelStreamingDataset seeds its own, instead of the same seed (and the same draws) in every worker",
+    "L17": "a resumed unweighted CombinedStreamingDataset replays its draws of sources as the run made them: a draw of "
+           "a source whose replayed count has reached its restored count found it exhausted, so the replay drops it "
+           "and scales the weights left as __next__ does (and draws no more once one source is left), instead of "
+           "sum(counts) draws over every source with the first weights",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -78,6 +83,7 @@ def litdata_classes() -> SimpleNamespace:
     import litdata.streaming.dataset as D_dataset
     import litdata.streaming.parallel as D_parallel
     import torch
+    from litdata.streaming.combined import BatchingMethod, _CombinedDatasetIterator
     from torch.utils.data import DataLoader
 
     StreamingDataLoader = v.StreamingDataLoader
@@ -400,7 +406,7 @@ def litdata_classes() -> SimpleNamespace:
                 return self.get_len(self.num_workers, self.batch_size)
             return super().__len__()
 
-        # litdata 0.2.76 CombinedStreamingDataset.__iter__ (combined.py:130-147), copied; change marked L16.
+        # litdata 0.2.76 CombinedStreamingDataset.__iter__ (combined.py:130-147), copied; changes marked L16, L17.
         def _litdata_iter(self):
             import hashlib
 
@@ -420,7 +426,9 @@ def litdata_classes() -> SimpleNamespace:
                 # into the seed as ParallelStreamingDataset.__iter__ puts it into its own (parallel.py:225-232).
                 state = (self._seed, worker_env.rank)
                 seed = int(hashlib.sha256(str(state).encode()).hexdigest(), 16) % (2**32 - 1)
-            self._iterator = _CombinedDatasetIterator(
+            # L17: a resume replays the draws as the run made them (FixedCombinedDatasetIterator)
+            iterator_class = FixedCombinedDatasetIterator if "L17" in self._fixes else _CombinedDatasetIterator
+            self._iterator = iterator_class(
                 self._datasets,
                 seed,
                 self._weights,
@@ -431,6 +439,41 @@ def litdata_classes() -> SimpleNamespace:
                 self._iterate_over_all,
             )
             return self._iterator
+
+    class FixedCombinedDatasetIterator(_CombinedDatasetIterator):
+        # litdata 0.2.76 _CombinedDatasetIterator.__init__ (combined.py:163-210): litdata's own, with the resume's
+        # replay of the draws (lines 193-198) replaced; change marked L17. Built only with L17 on.
+        def __init__(self, datasets, seed, weights, use_streaming_dataloader, num_samples_yielded, batch_size,
+                     batching_method, iterate_over_all=False):
+            # a weighted mixture stops at its first exhausted source, and a per_stream one draws per batch: as released
+            replay = num_samples_yielded is not None and iterate_over_all and batching_method == BatchingMethod.STRATIFIED
+            super().__init__(datasets, seed, weights, use_streaming_dataloader,
+                             None if replay else num_samples_yielded, batch_size, batching_method, iterate_over_all)
+            if replay:
+                self._num_samples_yielded = deepcopy(num_samples_yielded)
+                self._replay_draws(num_samples_yielded)
+
+        def _replay_draws(self, counts) -> None:
+            # L17: was `for _ in range(sum(counts)): self._rng.choices(<sources left>, <their weights>)` with no source
+            # ever dropped: sum(counts) draws over every source with the first weights. When a drawn source runs out,
+            # __next__ (combined.py:212-233) drops it, scales the weights left and draws again, and draws no more once
+            # one source is left: after a source ran out before the checkpoint the run's draws were others, and the
+            # resumed generator drew the rest of the epoch in another order. Replayed as the run made them: until
+            # every counted sample is replayed, a draw of a source whose replayed count has reached its restored count
+            # is the draw that found it exhausted (a draw of a source with samples left delivered one).
+            replayed = [0] * len(counts)
+            while sum(replayed) < sum(counts):
+                left = [index for index in self._dataset_indexes if index is not None]
+                index = self._set_new_dataset_index() if len(left) > 1 else left[0]
+                if replayed[index] < counts[index]:
+                    replayed[index] += 1
+                    continue
+                self._dataset_indexes[index] = None
+                self._weights[index] = None
+                new_sum = sum(w for w in self._weights if w is not None)
+                self._weights = [None if w is None else w / new_sum for w in self._weights]
+
+    _register(FixedCombinedDatasetIterator)
 
     class FixedParallelStreamingDataset(v.ParallelStreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
