@@ -6,6 +6,7 @@ change its fix describes (marked with the fix's id); built with ``fixes=()`` it 
 from __future__ import annotations
 
 import functools
+import hashlib
 import pickle
 import weakref
 from copy import deepcopy
@@ -84,6 +85,7 @@ def litdata_classes() -> SimpleNamespace:
     import litdata.streaming.parallel as D_parallel
     import torch
     from litdata.streaming.combined import BatchingMethod, _CombinedDatasetIterator
+    from litdata.utilities.env import _WorkerEnv
     from torch.utils.data import DataLoader
 
     StreamingDataLoader = v.StreamingDataLoader
@@ -380,8 +382,6 @@ def litdata_classes() -> SimpleNamespace:
             self._fixes = frozenset(fixes)
 
         def __iter__(self):
-            from litdata.utilities.env import _WorkerEnv
-
             if "L7" in self._fixes and self._num_samples_yielded is not None:
                 own = self._num_samples_yielded.get(_WorkerEnv.detect().rank) or [0] * len(self._datasets)
                 for dataset, count in zip(self._datasets, own):
@@ -408,11 +408,6 @@ def litdata_classes() -> SimpleNamespace:
 
         # litdata 0.2.76 CombinedStreamingDataset.__iter__ (combined.py:130-147), copied; changes marked L16, L17.
         def _litdata_iter(self):
-            import hashlib
-
-            from litdata.streaming.combined import _CombinedDatasetIterator
-            from litdata.utilities.env import _WorkerEnv
-
             assert self._weights
             worker_env = _WorkerEnv.detect()
             num_samples_yielded = None
@@ -523,8 +518,6 @@ def litdata_classes() -> SimpleNamespace:
             """L11: a persistent worker continues its own iterator only where its counts are the loader's; its
             iterator may have run ahead by the batches it prefetched and the loader dropped (a loop broken off), and
             then it takes the loader's state, as a forked worker does."""
-            from litdata.utilities.env import _WorkerEnv
-
             shared = self._loader_state()
             if shared is None or shared[0] is None:
                 return
@@ -545,8 +538,6 @@ def litdata_classes() -> SimpleNamespace:
             if "L4" in self._fixes and not self.is_cycling():
                 # L4, as for CombinedStreamingDataset: a persistent worker's next epoch starts fresh. (A cycling
                 # dataset continues across epochs by design; the loader hands it its position every epoch.)
-                from litdata.utilities.env import _WorkerEnv
-
                 rank = _WorkerEnv.detect().rank
                 for counts in (self._num_samples_yielded, self._num_cycles):
                     if counts is not None:
