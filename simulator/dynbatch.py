@@ -125,18 +125,17 @@ class RankFeed:
         # the consumer has finished the step of what was cut before. This runs once per fetched
         # item (a million times in a large study), so the put arguments are built once per feed
         # and the model's methods are bound once per epoch.
-        model, packer, samples = self.model, self.packer, self._samples
+        model, packer, get = self.model, self.packer, self._samples.__getitem__
         nxt, handout = model.next, model.handout
         track = self.track_memory
         model.start_epoch(self.t)
         while (r := nxt(self.t)) is not None:
             self.t, rows = handout(r)
-            item = list(map(samples.__getitem__, rows))   # no comprehension frame per item
-            self.fetched += len(item)
+            self.fetched += len(rows)
             if track:
                 self._mem_samples.append(packer.num_samples)
                 self._mem_tokens.append(packer.tokens)
-            yield item
+            yield map(get, rows)   # lazy: no list and no comprehension frame per item
         self.t = max(self.t, model.q.now)   # StopIteration is raised when the end is known, maybe after the last batch
 
     def _loop(self):

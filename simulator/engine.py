@@ -20,7 +20,7 @@ current time, and the clock never moves backwards.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 
 class CausalityError(RuntimeError):
@@ -28,40 +28,39 @@ class CausalityError(RuntimeError):
 
 
 class EventQueue:
-    """A clock (``now``, seconds, read-only) and a min-heap of pending ``(time, key)`` events.
+    """A clock (``now``, seconds) and a min-heap of pending ``(time, key)`` events.
 
-    The clock moves only through the methods below, each of which keeps it from going backwards.
+    Read ``now`` freely; it moves only through the methods below, each of which keeps it from
+    going backwards. It is a plain attribute rather than a read-only property because the loader
+    model reads it once per fetched item (a property call there cost about 1% of a large
+    study); ``tests/test_simulator_model.py`` fails if any module but this one assigns it.
     """
 
-    __slots__ = ("_now", "_heap")
+    __slots__ = ("now", "_heap")
 
     def __init__(self, now: float = 0.0):
-        self._now = float(now)
+        self.now = float(now)
         self._heap: list[tuple[float, int]] = []
-
-    @property
-    def now(self) -> float:
-        return self._now
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def advance(self, t: float) -> float:
         """Move the clock forward to ``t`` (no-op if ``t`` is in the past: the caller was already busy)."""
-        if t > self._now:
-            self._now = t
-        return self._now
+        if t > self.now:
+            self.now = t
+        return self.now
 
     def move_to(self, t: float, what: str = "the clock") -> None:
         """Set the clock to ``t``, which must not be in the past: a consumer's request time, the end
         of a fetch it waited for. ``what`` names the mover in the ``CausalityError`` otherwise."""
-        if t < self._now:
-            raise CausalityError(f"{what} at t={t!r}, before now={self._now!r}")
-        self._now = t
+        if t < self.now:
+            raise CausalityError(f"{what} at t={t!r}, before now={self.now!r}")
+        self.now = t
 
     def push(self, t: float, key: int) -> None:
-        if t < self._now:
-            raise CausalityError(f"event {key} scheduled at t={t!r} before now={self._now!r}")
+        if t < self.now:
+            raise CausalityError(f"event {key} scheduled at t={t!r} before now={self.now!r}")
         heappush(self._heap, (t, key))
 
     def pop(self) -> tuple[float, int]:
@@ -71,9 +70,25 @@ class EventQueue:
         busy elsewhere (a result waiting in the queue): taking it costs no time.
         """
         t, key = heappop(self._heap)
-        if t > self._now:
-            self._now = t
+        if t > self.now:
+            self.now = t
         return t, key
+
+    def remove(self, key: int) -> float | None:
+        """Take pending event ``key`` out of order and return its time (the clock moves to it
+        unless that is already past); None, changing nothing, if no such event is pending.
+        Linear in the queue's length: for replaying a recorded history, not for the hot path."""
+        heap = self._heap
+        for i, (t, k) in enumerate(heap):
+            if k == key:
+                last = heap.pop()
+                if i < len(heap):
+                    heap[i] = last
+                    heapify(heap)
+                if t > self.now:
+                    self.now = t
+                return t
+        return None
 
     def pending(self) -> list[tuple[float, int]]:
         """The pending events, earliest first (a copy: the queue is not changed)."""

@@ -52,7 +52,6 @@ import logging
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from heapq import heapify
 
 import numpy as np
 
@@ -335,24 +334,23 @@ def run_dynbsz(trace: Trace, config: LoaderConfig, estimates: np.ndarray | None,
 
 
 class _ReplayQueue(EventQueue):
-    """The event queue, plus taking one named pending event out of order (replay only)."""
+    """The event queue, where the main process takes the result the real loader took (replay only).
 
-    __slots__ = ()
+    ``prefer``, if set, is the task whose result ``pop`` takes while it is pending, instead of the
+    earliest arrival: the real loader resolved a near-tie the other way.
+    """
 
-    def remove(self, key: int) -> float | None:
-        """Take pending event ``key`` out of order and return its time (the clock moves to it
-        unless that is already past); None, changing nothing, if no such event is pending."""
-        heap = self._heap
-        for i, (t, k) in enumerate(heap):
-            if k == key:
-                last = heap.pop()
-                if i < len(heap):
-                    heap[i] = last
-                    heapify(heap)
-                if t > self._now:
-                    self._now = t
-                return t
-        return None
+    __slots__ = ("prefer",)
+
+    def __init__(self, now: float = 0.0):
+        super().__init__(now)
+        self.prefer: int | None = None
+
+    def pop(self) -> tuple[float, int]:
+        k = self.prefer
+        if k is not None and (t := self.remove(k)) is not None:
+            return t, k
+        return super().pop()
 
 
 class ReplayModel(LoaderModel):
@@ -367,21 +365,14 @@ class ReplayModel(LoaderModel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.q = _ReplayQueue(self.q.now)
-        self._prefer: int | None = None
 
     def next(self, t: float, prefer: int | None = None) -> int | None:
-        self._prefer = prefer
+        if prefer is not None and not self.in_order:
+            self.q.prefer = prefer + self._base
         try:
             return super().next(t)
         finally:
-            self._prefer = None
-
-    def _take_result(self) -> int:
-        if self._prefer is not None and not self.in_order:
-            k = self._prefer + self._base
-            if self.q.remove(k) is not None:
-                return k
-        return super()._take_result()
+            self.q.prefer = None
 
 
 def compare(trace: Trace, config: LoaderModelConfig, real: RealRun, step_s: float = 0.0,

@@ -398,7 +398,7 @@ class LoaderModel:
                 self._rcvd = rcvd
                 return self._process(k, t)
             # (c) block on the shared result queue: arrival order
-            k = self._take_result()
+            k = self.q.pop()[1]
             if kind[k] == STOP:
                 self._active[tw[k]] = False
                 self._n_active -= 1
@@ -428,12 +428,12 @@ class LoaderModel:
         while not ready:
             if not len(seq):                # every batch released
                 while len(self.q):          # pauses still out: torch waits for them before StopIteration
-                    k = self._take_result()
+                    k = self.q.pop()[1]
                     state[k] = DONE
                     self._ntask[self._tw[k]] -= 1
                 self._end_epoch()
                 return None
-            k = self._take_result()
+            k = self.q.pop()[1]
             state[k] = DONE
             self._ntask[self._tw[k]] -= 1
             self._put(self.q.now)           # torch refills before the wrapper sees the batch
@@ -446,11 +446,6 @@ class LoaderModel:
         self._ht.append(self.q.now)
         self._hepoch.append(self.epoch)
         return len(self._hk) - 1
-
-    def _take_result(self) -> int:
-        """Which result the main process takes from the shared result queue (the task number): the
-        earliest arrival, waiting for it if need be. The one hook a replay overrides (``fidelity``)."""
-        return self.q.pop()[1]
 
     def _process(self, k: int, t_request: float) -> int:
         """``_process_data``: count the hand-out against its worker, refill, hand out."""

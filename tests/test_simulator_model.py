@@ -8,6 +8,9 @@ workers, in_order=True order equal to sampler order.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -40,6 +43,32 @@ def test_event_queue_pops_in_time_order_and_refuses_the_past():
         q.push(2.5, 9)
     q.advance(1.0)                     # a late-comer cannot move the clock back
     assert q.now == 3.0
+
+
+def test_event_queue_remove_takes_one_event_out_of_order():
+    q = EventQueue()
+    for t, k in ((1.0, 0), (2.0, 1), (3.0, 2)):
+        q.push(t, k)
+    assert q.remove(1) == 2.0 and q.now == 2.0
+    assert q.remove(1) is None and q.now == 2.0          # gone: nothing changes
+    assert q.pop() == (1.0, 0) and q.now == 2.0          # a result that waited costs no time
+    assert q.pop() == (3.0, 2) and len(q) == 0
+
+
+def test_only_the_engine_moves_the_clock():
+    # ``EventQueue.now`` is a plain attribute for speed; this is what keeps it the engine's alone.
+    root = Path(__file__).resolve().parents[1]
+    writers = []
+    for package in ("simulator", "dynbsz", "properties", "ci"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path == root / "simulator" / "engine.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                targets = node.targets if isinstance(node, ast.Assign) else \
+                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+                writers += [f"{path.relative_to(root)}:{node.lineno}" for t in targets
+                            if isinstance(t, ast.Attribute) and t.attr == "now"]
+    assert writers == []
 
 
 def test_consumer_cannot_ask_before_its_previous_batch():
