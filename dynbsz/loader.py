@@ -164,7 +164,9 @@ class DynamicBatchLoader(EpochLoader):
     def _rank_order(self):
         if self._order_cache is None or self._order_cache[0] != self.epoch:
             costs = self.cost_estimates() if self.config.order == "balanced" else None
-            self._order_cache = (self.epoch, loader_order(self.num_samples, self.config, self.epoch, costs))
+            # Lazy: torch's sampler reads it as it dispatches, so no stall before the epoch's first task.
+            order = loader_order(self.num_samples, self.config, self.epoch, costs, lazy=True)
+            self._order_cache = (self.epoch, order)
         return self._order_cache[1]
 
     def cost_estimates(self) -> np.ndarray:

@@ -17,7 +17,7 @@ from dynbsz.datasets import TraceMapDataset
 from dynbsz.errors import ConfigError, StateMismatchError
 from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
-from dynbsz.order import balanced_order, rank_order
+from dynbsz.order import LazyOrder, balanced_order, balanced_picks, loader_order, rank_order
 from dynbsz.workload import LOADER_BENCH_MIX, with_cost_noise
 
 #: The loader benchmark's mix: 80% text at 2 ms, 20% video at 20 ms.
@@ -152,6 +152,36 @@ def test_the_loader_reads_the_balanced_order_and_resumes_it_exactly():
     tail = ids_of(second)
     second.close()
     assert head + tail == full
+
+
+def test_the_lazy_order_is_the_eager_one_computed_only_as_far_as_it_is_read():
+    costs = MIX.sample(500, 1).cost_s
+    order = rank_order(500, 1, 0, 0, 1)
+    shape = dict(num_workers=4, prefetch_factor=2, lookahead=16)
+    eager = balanced_order(order, costs[order], **shape)
+    drawn = []
+
+    def counted():
+        for pick in balanced_picks(costs[order], **shape):
+            drawn.append(pick)
+            yield pick
+
+    lazy = LazyOrder(order, counted())
+    assert len(lazy) == 500 and drawn == []
+    assert lazy[9] == eager[9] and len(drawn) == 10
+    assert [lazy[p] for p in range(500)] == eager.tolist()
+    assert np.asarray(lazy).tolist() == eager.tolist()
+    with pytest.raises(IndexError):
+        lazy[500]
+
+
+def test_the_loader_delivers_exactly_the_eager_balanced_order():
+    ds = fast_dataset()
+    loader = build_loader(ds, None, None, balanced(), meta_fn=meta_fn)
+    flat = [i for step in ids_of(loader) for i in step]
+    eager = loader_order(60, balanced(), 0, loader.cost_estimates())
+    loader.close()
+    assert isinstance(eager, np.ndarray) and flat == eager.tolist()
 
 
 @pytest.mark.parametrize("change,setting", [(dict(num_workers=3), "num_workers"),
