@@ -69,12 +69,18 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
     order = sampler_order.tolist()
     limit_s = true.total_cost_s() / workers
     model = CostModel.fit(base)
+    # Every row records dataset indices (trace rows): dynbsz's steps carry them, and a plain row maps the
+    # sample's trace id back to its row. A trace's ids need not be 0..n-1 (`profile --seed` writes the
+    # profiled dataset indices).
+    row_of = {int(i): r for r, i in enumerate(true.ids.tolist())}
+    if len(row_of) != samples:
+        raise ValueError(f"the trace's ids must be distinct: {samples} rows carry {len(row_of)} ids")
 
     def plain(in_order: bool) -> Callable[[], tuple[list, int]]:
         def go():
             dl = StatefulDataLoader(dataset, batch_size=1, sampler=_ListSampler(order), num_workers=workers,
                                     prefetch_factor=prefetch_factor, in_order=in_order, collate_fn=identity)
-            return [s["id"] for batch in dl for s in batch], 0
+            return [row_of[s["id"]] for batch in dl for s in batch], 0
         return go
 
     def ours(in_order: bool, **balanced) -> Callable[[], tuple[list, int]]:

@@ -18,3 +18,19 @@ def test_rows_are_the_best_of_interleaved_repeats_with_their_spread():
     table = bench_loader.format_table(rows)
     assert "spread" in table.splitlines()[0]
     assert all("worst_seconds" in d for d in bench_loader.rows_to_json(rows))
+
+
+def test_every_row_is_exactly_once_on_a_trace_whose_ids_are_not_row_numbers():
+    # What `python -m dynbsz profile --seed` writes: ids are the profiled dataset indices, not 0..n-1.
+    import dataclasses
+
+    trace = Workload((SourceSpec("a", 0.5, median_tokens=100, cost_base_s=0.0005),
+                      SourceSpec("b", 0.5, median_tokens=900, cost_base_s=0.002))).sample(24, 5)
+    trace = dataclasses.replace(trace, ids=trace.ids + 100)
+    rows = bench_loader.run(workers=2, repeat=1, trace=trace, cost_noise=0.0, lookahead=4, reorder_buffer=4)
+    assert len(rows) == 7
+    for r in rows:
+        assert r.exactly_once, r.mode
+        assert r.samples == 24
+        assert (r.max_displacement is None) == ("balanced" not in r.mode)
+        assert r.max_displacement is None or 0 <= r.max_displacement <= 4
