@@ -148,11 +148,16 @@ class LazyOrder:
 
     def __getitem__(self, position: int) -> int:
         done = self._done
-        if position >= len(done):
-            if not 0 <= position < len(self._order):
-                raise IndexError(position)
-            order, picks = self._order, self._picks
-            done.extend(order[next(picks)] for _ in range(position + 1 - len(done)))
+        if position.__class__ is int and 0 <= position < len(done):
+            return done[position]
+        # Positions only, read forward: what torch's sampler does. A negative index or a slice would
+        # read the part not computed yet, so it is refused rather than answered from what is.
+        if not isinstance(position, (int, np.integer)) or isinstance(position, bool) or \
+                not 0 <= position < len(self._order):
+            raise IndexError(f"LazyOrder takes a position 0 <= p < {len(self._order)}, got {position!r}")
+        position = int(position)
+        order, picks = self._order, self._picks
+        done.extend(order[next(picks)] for _ in range(position + 1 - len(done)))
         return done[position]
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:

@@ -36,7 +36,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from .config import PackerConfig
 from .errors import ConfigError, SampleFetchError
-from .gates import Gate
+from .gates import Gate, WarmupRampGate
 from .loader_base import EpochLoader, Step, dataset_identity, default_source, default_tokens, inner_loader
 from .loader_config import LoaderConfig
 from .order import rank_order
@@ -134,6 +134,15 @@ class WorkerRuntimeLoader(EpochLoader):
             raise ConfigError("fetch_batch_size applies to runtime='main' only; a worker hands over micro-batches")
         super().__init__(dataset, packer_config, gate, config, collate_fn=collate_fn, tokens_fn=tokens_fn,
                          source_fn=source_fn, process_group=process_group)
+        g = self.gate
+        if isinstance(g, WarmupRampGate) and g.start != g.full:
+            # Each worker's packer counts only its own stream's micro-batches, from 0 every epoch, so
+            # its view's step is not the trainer's: the ramp would restart per worker and per epoch.
+            named = "gate='auto' resolved to a warm-up ramp" if g.policy == "auto" else "gate='warmup_ramp'"
+            raise ConfigError(
+                f"{named} ({g.start} -> {g.full} candidates by optimizer step) needs the global step, which a "
+                f"worker packing ahead of the trainer does not know; use runtime='main', or a gate that does "
+                f"not read the step (e.g. gate=FixedGate({g.full}))")
         self.packer_factory = packer_factory
         self.num_streams = max(1, self.config.num_workers)
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [epoch, generation]

@@ -13,6 +13,7 @@ import pytest
 
 from dynbsz import FixedGate, PackerConfig, context_aware
 from dynbsz.errors import ConfigError
+from dynbsz.gates import AUTO_TABLE, WarmupRampGate, auto_gate
 from dynbsz.loader import build_loader
 from dynbsz.loader_config import LoaderConfig
 
@@ -75,3 +76,24 @@ def test_other_gates_run_anywhere():
 def test_the_new_settings_are_validated(field, value):
     with pytest.raises(ConfigError, match=field):
         LoaderConfig(**{field: value})
+
+
+@pytest.mark.parametrize("gate,named", [(WarmupRampGate(4, 200, 0, 10), "gate='warmup_ramp'"),
+                                        ("warmup_ramp", "gate='warmup_ramp'")])
+def test_a_gate_that_ramps_by_step_is_refused_by_the_worker_runtime(gate, named):
+    # A worker's packer counts only its own stream's micro-batches, from 0 every epoch: not the step.
+    with pytest.raises(ConfigError, match="runtime='main'") as e:
+        build_loader(DATASET, PackerConfig(budget=1000), gate, LoaderConfig(runtime="worker"))
+    assert named in str(e.value)
+    assert build_loader(DATASET, PackerConfig(budget=1000), gate, LoaderConfig()).gate.spec()["kind"] == "warmup_ramp"
+
+
+def test_auto_in_the_worker_runtime_is_refused_only_where_it_ramps():
+    ramps = {b for b in AUTO_TABLE if auto_gate(b).start != auto_gate(b).full}
+    flat = set(AUTO_TABLE) - ramps
+    assert ramps, "the table has no ramping row: this test checks nothing"
+    with pytest.raises(ConfigError, match="gate='auto' resolved to a warm-up ramp"):
+        build_loader(DATASET, PackerConfig(budget=min(ramps)), "auto", LoaderConfig(runtime="worker"))
+    for budget in flat:
+        build_loader(DATASET, PackerConfig(budget=budget), "auto", LoaderConfig(runtime="worker"))
+    build_loader(DATASET, PackerConfig(budget=1000), WarmupRampGate(8, 8), LoaderConfig(runtime="worker"))

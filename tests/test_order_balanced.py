@@ -171,8 +171,9 @@ def test_the_lazy_order_is_the_eager_one_computed_only_as_far_as_it_is_read():
     assert lazy[9] == eager[9] and len(drawn) == 10
     assert [lazy[p] for p in range(500)] == eager.tolist()
     assert np.asarray(lazy).tolist() == eager.tolist()
-    with pytest.raises(IndexError):
-        lazy[500]
+    for bad in (500, -1, slice(0, 3)):
+        with pytest.raises(IndexError):
+            lazy[bad]
 
 
 def test_the_loader_delivers_exactly_the_eager_balanced_order():
