@@ -116,10 +116,18 @@ def inner_loader(dataset: Dataset | IterableDataset, config: LoaderConfig, **kw:
         return StatefulDataLoader(dataset, **kw)
 
 
+def _check_callable(name: str, fn: Any, signature: str) -> None:
+    if fn is not None and not callable(fn):
+        raise ConfigError(f"{name} must be a callable {signature}, got {type(fn).__name__}")
+
+
 def check_cost_source(config: LoaderConfig, meta_fn: Callable | None,
                       cost_fn: Callable | None) -> Callable[[Mapping], float] | None:
     """What turns a sample's metadata into seconds for order='balanced' (``cost_fn``, else the config's
-    cost model); a cost source given where nothing reads it is refused, not ignored."""
+    cost model); a cost source given where nothing reads it is refused, not ignored, and one that is not
+    callable is refused here rather than at the first estimate."""
+    _check_callable("meta_fn", meta_fn, "index -> dict (the sample's metadata)")
+    _check_callable("cost_fn", cost_fn, "metadata dict -> seconds (the sample's estimated decode cost)")
     if config.order != "balanced":
         given = [name for name, fn in (("meta_fn", meta_fn), ("cost_fn", cost_fn)) if fn is not None]
         if given:

@@ -151,3 +151,45 @@ def test_state_from_another_configuration_is_rejected(other_config, other_gate, 
 def test_not_a_checkpoint_is_rejected():
     with pytest.raises(StateMismatchError, match="not a dynbsz packer checkpoint"):
         GreedyPacker(PackerConfig(budget=8)).load_state_dict({"buffer": []})
+
+
+@pytest.mark.parametrize("kwargs, setting", [
+    ({"order": "shuffled"}, "order"),
+    ({"order": None}, "order"),
+    ({"order": "balanced", "lookahead": -1}, "lookahead"),
+    ({"order": "balanced", "lookahead": True}, "lookahead"),
+    ({"order": "balanced", "lookahead": 2.5}, "lookahead"),
+    ({"order": "balanced", "cost_model": 3.0}, "cost_model"),
+    ({"order": "balanced", "cost_model": "model.json"}, "cost_model"),
+])
+def test_loader_config_errors_name_the_setting(kwargs, setting):
+    from dynbsz.loader_config import LoaderConfig
+
+    with pytest.raises(ConfigError, match=setting) as e:
+        LoaderConfig(num_workers=1, **kwargs)
+    assert "must be" in str(e.value) or "allowed values" in str(e.value)
+
+
+def _tiny_trace_dataset():
+    from dynbsz.datasets import TraceMapDataset
+    from dynbsz.workload import SourceSpec, Workload
+
+    return TraceMapDataset(Workload((SourceSpec("a", 1.0, median_tokens=10, cost_base_s=0.0),)).sample(8, 0))
+
+
+@pytest.mark.parametrize("runtime, order, kwargs, setting, allowed", [
+    ("main", "balanced", {"meta_fn": 1.5, "cost_fn": len}, "meta_fn", "callable index -> dict"),
+    ("main", "balanced", {"meta_fn": [{"tokens": 1}], "cost_fn": len}, "meta_fn", "callable index -> dict"),
+    ("main", "balanced", {"meta_fn": dict, "cost_fn": 0.25}, "cost_fn", "callable metadata dict -> seconds"),
+    # Not callable and not read either: the callable check speaks first, naming what is wrong with it.
+    ("main", "sampler", {"meta_fn": 1.5}, "meta_fn", "callable"),
+    ("worker", "sampler", {"cost_fn": 0.25}, "cost_fn", "callable"),
+])
+def test_a_non_callable_cost_source_is_refused_when_the_loader_is_built(runtime, order, kwargs, setting, allowed):
+    from dynbsz.loader import build_loader
+    from dynbsz.loader_config import LoaderConfig
+
+    config = LoaderConfig(runtime=runtime, num_workers=1, order=order)
+    with pytest.raises(ConfigError, match=setting) as e:
+        build_loader(_tiny_trace_dataset(), PackerConfig(budget=1000), None, config, **kwargs)
+    assert allowed in str(e.value) and "got" in str(e.value)
