@@ -678,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated training workloads: seed, seed_8w, mix (default all)")
     pol.add_argument("--gates", type=parse_list(str), default=P_GATES,
                      help="gates to compare besides the fixed-size search and the advised gate (default "
-                     "fixed:200,context_aware,token_aware,warmup_ramp:24:200:0:100)")
+                     f"{','.join(P_GATES)})")
     pol.add_argument("--hours", type=parse_hours, default=DEFAULT_HOURS, help="comma-separated hours (default 1,6,24)")
     pol.add_argument("--step-time", default=DEFAULT_STEP, metavar="PRESET|BASE,A,B",
                      help=f"step-time model: a preset (none, 1b-h100, 7b-h100, 8b-h200; default {DEFAULT_STEP}) or "

@@ -143,3 +143,12 @@ def test_derive_auto_takes_the_maximin_candidate_over_the_budgets_points():
     # a fixed size is a ramp that starts full: only the searched ones are candidates
     assert {c for c in out["candidates"] if c.split(":")[1] == c.split(":")[2]} == {
         "warmup_ramp:4:4:0:0", "warmup_ramp:8:8:0:0"}
+
+
+def test_policy_gates_help_lists_the_actual_defaults():
+    from simulator.cli import build_parser
+    from simulator.policy import DEFAULT_GATES
+
+    pol = build_parser()._subparsers._group_actions[0].choices["policy"]
+    gates = next(a for a in pol._actions if "--gates" in a.option_strings)
+    assert gates.default == DEFAULT_GATES and ",".join(DEFAULT_GATES) in gates.help
