@@ -396,6 +396,22 @@ def _seeds(seeds) -> str:
     return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
 
 
+def beats_note(entry: dict) -> str:
+    """Where the advised gate, a warm-up-scoped gate or ``auto`` beats every fixed size at every hour
+    (its lowest ratio to the per-hour best fixed size is above 1): by how much, at least."""
+    named = [("advised", entry.get("advised_ratio"))]
+    named += sorted((entry.get("warmup_ramp_ratio") or {}).items())
+    named.append(("auto", entry.get("auto_ratio")))
+    out = []
+    for name, ratio in named:
+        if not ratio:
+            continue
+        over = min(ratio.values())
+        if over > 1.0:
+            out.append(f"{name} beats every fixed size by {100 * (over - 1):.1f}%+")
+    return "; ".join(out)
+
+
 def cmd_policy(args) -> int:
     import os
 
@@ -451,10 +467,7 @@ def cmd_policy(args) -> int:
     body = []
     for e in result["best"]:
         ca = e["context_aware_ratio"]
-        note = "goal met" if e["goal_met"] else "MISS: " + e["miss"]
-        over = min(e["advised_ratio"].values())
-        if over > 1.0:
-            note += f"; beats every fixed size by {100 * (over - 1):.1f}%+"
+        note = "; ".join(x for x in ("goal met" if e["goal_met"] else "MISS: " + e["miss"], beats_note(e)) if x)
         body.append([e["workload"], budget_label(e["budget"]), e["dp"],
                      ",".join(dict.fromkeys(e["best_fixed_by_hour"].values())), e["advised_gate"],
                      _ratio_cell(e["advised_ratio"], hk), _ratio_cell(e["fixed_200_ratio"], hk),

@@ -145,6 +145,21 @@ def test_derive_auto_takes_the_maximin_candidate_over_the_budgets_points():
         "warmup_ramp:4:4:0:0", "warmup_ramp:8:8:0:0"}
 
 
+def test_beats_note_covers_the_advised_warmup_and_auto_gates():
+    from simulator.cli import beats_note
+
+    entry = {"advised_ratio": {"1": 1.02, "6": 1.01}, "auto_ratio": {"1": 1.005, "6": 0.99},
+             "warmup_ramp_ratio": {"warmup_ramp:24:200:0:100": {"1": 1.03, "6": 1.004},
+                                   "warmup_ramp:8:24:0:10": None}}
+    assert beats_note(entry) == ("advised beats every fixed size by 1.0%+; "
+                                 "warmup_ramp:24:200:0:100 beats every fixed size by 0.4%+")
+    entry["auto_ratio"] = {"1": 1.05, "6": 1.02}
+    entry["advised_ratio"] = {"1": 1.0, "6": 0.98}
+    assert beats_note(entry) == ("warmup_ramp:24:200:0:100 beats every fixed size by 0.4%+; "
+                                 "auto beats every fixed size by 2.0%+")
+    assert beats_note({"advised_ratio": {"1": 1.0}, "auto_ratio": None, "warmup_ramp_ratio": {}}) == ""
+
+
 def test_policy_gates_help_lists_the_actual_defaults():
     from simulator.cli import build_parser
     from simulator.policy import DEFAULT_GATES
