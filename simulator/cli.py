@@ -396,6 +396,19 @@ def _seeds(seeds) -> str:
     return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
 
 
+def _count_label(n: int) -> str:
+    """A token count for a header: 2.5B, 300M, 40K."""
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(n)
+
+
+def _reach_cell(t: float | None) -> str:
+    """A time to N tokens in hours; None is a run that did not reach N within the horizon."""
+    return "not reached" if t is None else f"{t / 3600:.2f} h"
+
+
 def beats_note(entry: dict) -> str:
     """Where the advised gate, a warm-up-scoped gate or ``auto`` beats every fixed size at every hour
     (its lowest ratio to the per-hour best fixed size is above 1): by how much, at least."""
@@ -410,6 +423,21 @@ def beats_note(entry: dict) -> str:
         if over > 1.0:
             out.append(f"{name} beats every fixed size by {100 * (over - 1):.1f}%+")
     return "; ".join(out)
+
+
+def tokens_warning(result: dict, tokens: int, horizon_h: float) -> str | None:
+    """The line that says which runs did not reach ``tokens`` within the horizon (None: all did)."""
+    rows = [r for r in result["rows"] if not r.get("error")]
+    missed = [r for r in rows if r.get("time_to_tokens_s") is None]
+    if not missed:
+        return None
+    line = (f"warning: {len(missed)} of {len(rows)} runs (the fixed-size search included) did not reach {_count_label(tokens)} tokens within the "
+            f"horizon ({horizon_h:g} h): 'not reached' in the table, time_to_tokens_s null in JSON")
+    no_oracle = sum(e.get("best_fixed_gate_to_tokens") is None for e in result["best"])
+    if no_oracle:
+        line += (f"; at {no_oracle} of {len(result['best'])} points no fixed size reached it (no oracle: "
+                 "advised_ratio_to_tokens null, '-' in the table)")
+    return line
 
 
 def cmd_policy(args) -> int:
@@ -433,7 +461,10 @@ def cmd_policy(args) -> int:
 
         plot_policy(result, config.hours, args.plot)
     hk = [f"{h:g}" for h in config.hours]
+    warn = tokens_warning(result, config.max_tokens, config.hours[-1]) if config.max_tokens is not None else None
     if args.json:
+        if warn:
+            print(warn, file=sys.stderr)
         _emit_json(_clean({"config": {"budgets": list(config.budgets), "dp_sizes": list(config.dp_sizes),
                                       "workloads": list(config.workloads), "gates": list(config.gates),
                                       "hours": list(config.hours), "step_time": config.step.to_json(),
@@ -452,31 +483,41 @@ def cmd_policy(args) -> int:
     for r in result["rows"]:
         if r["gate"] not in shown:
             continue
+        parity = [] if config.max_tokens is None else ["-" if r.get("error") else _reach_cell(r["time_to_tokens_s"])]
         if r.get("error"):
-            body.append([r["workload"], budget_label(r["budget"]), r["dp"], r["gate"], "-", "-", "-", "-", "-",
-                         "n/a: " + _short(r["error"], 40)])
+            body.append([r["workload"], budget_label(r["budget"]), r["dp"], r["gate"], "-", "-", *parity, "-", "-",
+                         "-", "n/a: " + _short(r["error"], 40)])
             continue
         tb = r["tokens_by_hour"]
         body.append([r["workload"], budget_label(r["budget"]), r["dp"], r["gate"], secs(r["first_step_s"]),
-                     " ".join(f"{tb[k] / 1e6:.1f}M" for k in hk), pct(r["stall_fraction"], 1),
+                     " ".join(f"{tb[k] / 1e6:.1f}M" for k in hk), *parity, pct(r["stall_fraction"], 1),
                      pct(r["straggle_fraction"], 1), pct(r["steady_fill"], 1),
                      f"{r['peak_buffer_samples']} / {r['peak_buffer_tokens'] / 1e6:.1f}M"])
-    print(table(["workload", "budget", "dp", "gate", "first step (s)", f"tokens by h {','.join(hk)}", "stall",
-                 "straggle", "steady fill", "peak buffer (samples / tokens)"], body, "llrlrrrrrr"))
+    tl = None if config.max_tokens is None else _count_label(config.max_tokens)
+    print(table(["workload", "budget", "dp", "gate", "first step (s)", f"tokens by h {','.join(hk)}",
+                 *([f"time to {tl} tokens"] if tl else []), "stall", "straggle", "steady fill",
+                 "peak buffer (samples / tokens)"], body, "llrlrr" + ("r" if tl else "") + "rrrr"))
+    if warn:
+        print(warn)
     print()
     body = []
     for e in result["best"]:
         ca = e["context_aware_ratio"]
         note = "; ".join(x for x in ("goal met" if e["goal_met"] else "MISS: " + e["miss"], beats_note(e)) if x)
+        parity = [] if tl is None else [
+            e["best_fixed_gate_to_tokens"] or "none reached",
+            "-" if e["advised_ratio_to_tokens"] is None else f"{e['advised_ratio_to_tokens']:.3f}"]
         body.append([e["workload"], budget_label(e["budget"]), e["dp"],
                      ",".join(dict.fromkeys(e["best_fixed_by_hour"].values())), e["advised_gate"],
                      _ratio_cell(e["advised_ratio"], hk), _ratio_cell(e["fixed_200_ratio"], hk),
-                     _ratio_cell(ca, hk), note])
+                     _ratio_cell(ca, hk), *parity, note])
     print(f"against the best fixed size per hour (searched on the scored streams: an oracle); goal: advised >= "
-          f"{GOAL_RATIO} at every hour")
+          f"{GOAL_RATIO} at every hour" + ("" if tl is None else f"; to {tl} tokens: the fixed size that reached "
+                                           "them first, and its time over the advised gate's (1.0 at best)"))
     print(table(["workload", "budget", "dp", "best fixed (by hour)", "advised (chosen on the advice streams)",
-                 f"advised / best at h {','.join(hk)}", "fixed:200 / best", "context_aware / best", "note"], body,
-                "llrllrrrl"))
+                 f"advised / best at h {','.join(hk)}", "fixed:200 / best", "context_aware / best",
+                 *([f"best fixed to {tl}", f"advised / best to {tl}"] if tl else []), "note"], body,
+                "llrllrrr" + ("lr" if tl else "") + "l"))
     met = sum(e["goal_met"] for e in result["best"])
     print(f"\ngoal met at {met} of {len(result['best'])} points; {result['seconds']:.0f} s")
     if args.plot:
@@ -697,7 +738,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"step-time model: a preset (none, 1b-h100, 7b-h100, 8b-h200; default {DEFAULT_STEP}) or "
                      "BASE,A,B: seconds per micro-batch = BASE + A*sum(l) + B*sum(l^2)")
     pol.add_argument("--tokens", type=int, default=None, metavar="N",
-                     help="token parity: also report when each gate had trained N tokens (JSON time_to_tokens_s)")
+                     help="token parity: also compare the gates by the time each took to train N tokens (a "
+                     "column; per point the fixed size that got there first and the advised gate's ratio to it; "
+                     "a run that does not reach N by the last --hours is 'not reached', null in JSON)")
     from .policy import DEFAULT_STREAMS
 
     pol.add_argument("--seed", type=int, default=22, help="first scored stream's seed (scored: seed..seed+S-1; "

@@ -18,6 +18,12 @@ its tokens, and between sizes 2-64 which size is best at an hour is mostly that 
 that takes the best of 12 sizes on one stream collects the noise (the maximum of 12 noisy
 figures is biased upwards), and an advice chosen on one stream fits its own noise; the mean
 over S streams shrinks both by about sqrt(S).
+
+Token parity (``max_tokens=N``, ``--tokens N``): every run still goes to the last hour, and each row
+also gets the time its mean trained tokens first reached N (``time_to_tokens_s``; None, JSON null,
+when not within the horizon); the ``best`` entry gets the fixed size that reached N first
+(``best_fixed_gate_to_tokens``, an oracle like the hour one) and the advised gate's ratio oracle
+time / advised time (``advised_ratio_to_tokens``: 1.0 at best, as the hour ratios).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import math
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
+
+import numpy as np
 
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.tables import budget_label
@@ -72,7 +80,8 @@ class PolicyConfig:
     step: StepModel = STEP_PRESETS[DEFAULT_STEP]
     seed: int = SEED_STREAM
     fixed_search: tuple[int, ...] = FIXED_SEARCH
-    max_tokens: int | None = None     # token parity: also report when each gate reached this many tokens
+    max_tokens: int | None = None     # token parity: also report when each gate reached this many tokens,
+    #                                   and the best fixed size and the advised gate's ratio on that measure
     streams: int = DEFAULT_STREAMS    # scored streams per point (seeds seed..seed+S-1), as many advice streams
 
     def __post_init__(self) -> None:
@@ -239,11 +248,12 @@ class PolicyStudy:
                              cfg.fixed_search)
         rows = []
         table: dict[str, dict[str, float]] = {}
+        reach: dict[str, float | None] = {}     # label -> time to cfg.max_tokens (None: not within the horizon)
 
         def scored(label: str) -> list[TrainingRun]:
-            if cfg.max_tokens is None:
-                return [self.trainer(workload, s).run(budget, label, dp) for s in cfg.scored_seeds]
-            return [self._parity(workload, budget, label, dp, s) for s in cfg.scored_seeds]
+            # with --tokens N too: every run goes to the horizon (the hour figures need it), and the time
+            # to N is read off the same runs (a run stopped at N could not report the later hours)
+            return [self.trainer(workload, s).run(budget, label, dp) for s in cfg.scored_seeds]
 
         def add(label: str, runs: list[TrainingRun] | None, error: str | None = None, kind: str = "gate") -> None:
             row = {"budget": budget, "dp": dp, "workload": workload, "gate": label, "kind": kind}
@@ -252,7 +262,11 @@ class PolicyStudy:
             else:
                 row.update(streams_summary([r.summary(hours) for r in runs]))
                 if cfg.max_tokens is not None:
-                    row["time_to_tokens_s"] = max(r.time_to_tokens(cfg.max_tokens) for r in runs)
+                    row["time_to_tokens_s"] = time_to_mean_tokens(runs, cfg.max_tokens)
+                    if len(runs) > 1:
+                        row["time_to_tokens_s_per_stream"] = [time_to_mean_tokens([r], cfg.max_tokens)
+                                                              for r in runs]
+                    reach[label] = row["time_to_tokens_s"]
                 table[label] = row["tokens_by_hour"]
             rows.append(row)
 
@@ -304,14 +318,9 @@ class PolicyStudy:
         entry["beats"] = beats
         entry["miss"] = None if entry["goal_met"] else _miss_reason(ratio, advice, best, table[advised],
                                                                       dp * budget)
+        if cfg.max_tokens is not None:
+            entry.update(_to_tokens_entry(reach, advised, [f"fixed:{n}" for n in cfg.fixed_search]))
         return rows, entry
-
-    def _parity(self, workload: str, budget: int, gate: str, dp: int, seed: int) -> TrainingRun:
-        cfg = self.config
-        t = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], step=cfg.step, seed=seed,
-                                   horizon_s=cfg.horizon_s, max_tokens=None))
-        t.stream = self.trainer(workload, seed).stream
-        return t.run(budget, gate, dp)
 
     def run(self, progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> dict:
         """Every point; ``jobs`` > 1 runs points in that many processes (same results: each point is
@@ -359,6 +368,41 @@ def streams_summary(summaries: Sequence[dict]) -> dict:
         names = summaries[0]["source_share_drift"]
         out["source_share_drift"] = {k: max(s["source_share_drift"][k] for s in summaries) for k in names}
     return out
+
+
+def time_to_mean_tokens(runs: Sequence[TrainingRun], tokens: int) -> float | None:
+    """When the mean over ``runs`` (the scored streams) of the trained tokens first reached ``tokens``:
+    the same mean, counting whole steps, as ``tokens_by_hour``, so a row's mean tokens by hour h are
+    at least ``tokens`` exactly when this is at most h hours. None when the mean does not reach
+    ``tokens`` within the runs' horizon (a run stops at the study's last hour); one run: that run's
+    ``TrainingRun.time_to_tokens``."""
+    ends = np.concatenate([r.step_end_s for r in runs])
+    if not len(ends):
+        return None
+    order = np.argsort(ends, kind="stable")
+    cum = np.cumsum(np.concatenate([r.step_tokens for r in runs]).astype(np.int64)[order])
+    k = int(np.searchsorted(cum, tokens * len(runs), side="left"))     # sum >= N * S: the mean >= N, exactly
+    return float(ends[order][k]) if k < len(cum) else None
+
+
+def _to_tokens_entry(reach: dict[str, float | None], advised: str, fixed: Sequence[str]) -> dict:
+    """The ``best`` entry's figures on time to N tokens: the fixed size that reached N first (the
+    oracle; ties: the first searched), and the advised gate's ratio oracle time / advised time (1.0
+    at best, as the hour ratios; 0.0 when the advised gate does not reach N within the horizon and
+    the oracle does; None when no fixed size reaches it: no oracle)."""
+    got = {lab: reach[lab] for lab in fixed if reach.get(lab) is not None}
+    best = min(got, key=got.get) if got else None
+    best_t = got.get(best)
+    adv_t = reach.get(advised)
+    if best_t is None:
+        ratio = None
+    elif adv_t is None:
+        ratio = 0.0
+    else:
+        ratio = best_t / adv_t if adv_t > 0 else 1.0
+    return {"best_fixed_gate_to_tokens": best, "best_fixed_time_to_tokens_s": best_t,
+            "advised_time_to_tokens_s": adv_t, "advised_ratio_to_tokens": ratio,
+            "tokens_not_reached": [lab for lab, t in reach.items() if t is None]}
 
 
 def _point(config: PolicyConfig, budget: int, dp: int, workload: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -143,6 +144,95 @@ def test_derive_auto_takes_the_maximin_candidate_over_the_budgets_points():
     # a fixed size is a ramp that starts full: only the searched ones are candidates
     assert {c for c in out["candidates"] if c.split(":")[1] == c.split(":")[2]} == {
         "warmup_ramp:4:4:0:0", "warmup_ramp:8:8:0:0"}
+
+
+# ---- token parity: --tokens N ---------------------------------------------------------------------
+
+N_EARLY = 7_500_000     # the tiny point: some gates reach it by hour 1, the rest (fixed:200 too) by hour 3
+N_MID = 15_000_000      # ... most gates reach it between hour 1 and hour 3, fixed:200 (11.5M by 3 h) not
+
+
+def _hand_run(ends, tokens):
+    import numpy as np
+
+    from simulator.training import TrainingRun
+
+    return TrainingRun(512 * K, 1, "hand", np.array(ends, dtype=float), np.array(tokens, dtype=np.int64),
+                       0.0, 0.0, 0.0, 0.0, 1.0, 0, 0)
+
+
+def test_time_to_mean_tokens_is_when_the_streams_mean_reaches_n():
+    from simulator.policy import time_to_mean_tokens
+
+    a = _hand_run([10, 20, 30], [5, 5, 5])          # cumulative 5, 10, 15
+    b = _hand_run([15, 25], [2, 20])                # cumulative 2, 22
+    # the mean of the two cumulative curves: t=10: 2.5, 15: 3.5, 20: 6, 25: 16, 30: 18.5
+    assert time_to_mean_tokens([a, b], 3) == 15.0
+    assert time_to_mean_tokens([a, b], 6) == 20.0
+    assert time_to_mean_tokens([a, b], 16) == 25.0
+    assert time_to_mean_tokens([a, b], 19) is None   # beyond both runs (the horizon): not reached
+    assert time_to_mean_tokens([a], 10) == 20.0 == a.time_to_tokens(10)
+    assert time_to_mean_tokens([a], 16) is None
+    assert time_to_mean_tokens([_hand_run([], [])], 1) is None
+
+
+@pytest.mark.parametrize("n", [N_EARLY, N_MID])
+def test_token_parity_time_to_n_agrees_with_the_hour_figures_and_names_an_oracle(n):
+    cfg = PolicyConfig(budgets=(512 * K,), dp_sizes=(1,), workloads=("seed",), hours=(1.0, 3.0),
+                       fixed_search=(4, 8, 24, 200), gates=("fixed:200", "context_aware"), streams=1,
+                       max_tokens=n)
+    rows, entry = PolicyStudy(cfg).point(512 * K, 1, "seed")
+    plain_rows, plain_entry = PolicyStudy(replace(cfg, max_tokens=None)).point(512 * K, 1, "seed")
+    # only keys are added: the hour figures are those of the same study without --tokens
+    assert [{k: v for k, v in r.items() if k != "time_to_tokens_s"} for r in rows] == plain_rows
+    assert {k: v for k, v in entry.items() if k in plain_entry} == plain_entry
+    reach = {r["gate"]: r["time_to_tokens_s"] for r in rows}
+    for r in rows:
+        t = r["time_to_tokens_s"]
+        for h, tokens in r["tokens_by_hour"].items():
+            # monotone with the hour figures: N trained by hour h exactly when N was reached by then
+            assert (tokens >= n) == (t is not None and t <= float(h) * 3600)
+    for a in rows:
+        for b in rows:
+            for h in ("1", "3"):
+                if a["tokens_by_hour"][h] >= n > b["tokens_by_hour"][h]:
+                    assert b["time_to_tokens_s"] is None or a["time_to_tokens_s"] < b["time_to_tokens_s"]
+    one = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed"], seed=22, horizon_s=3 * 3600.0))
+    assert reach["fixed:8"] == one.run(512 * K, "fixed:8", 1).time_to_tokens(n)
+    if n == N_MID:
+        assert reach["fixed:200"] is None and entry["tokens_not_reached"] == ["fixed:200"]
+    else:    # every gate gets there, some by hour 1 and some after: the pairwise check above is not vacuous
+        assert entry["tokens_not_reached"] == [] and None not in reach.values()
+        assert any(t <= 3600 for t in reach.values()) and any(t > 3600 for t in reach.values())
+    fixed = {g: t for g, t in reach.items() if g.startswith("fixed:") and t is not None}
+    assert entry["best_fixed_gate_to_tokens"] == min(fixed, key=fixed.get)
+    assert entry["best_fixed_time_to_tokens_s"] == min(fixed.values())
+    adv = reach["advised=" + entry["advised_gate"]]
+    assert entry["advised_time_to_tokens_s"] == adv
+    assert entry["advised_ratio_to_tokens"] == pytest.approx(min(fixed.values()) / adv)
+
+
+def test_token_parity_beyond_the_horizon_is_reported_as_not_reached(capsys):
+    argv = ["policy", "--budgets", "512K", "--dp", "1", "--workloads", "seed", "--hours", "1,2",
+            "--gates", "fixed:200,context_aware", "--jobs", "1", "--streams", "1", "--no-progress"]
+    assert main(argv + ["--tokens", str(10 ** 12), "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)                      # valid JSON: no Infinity
+    assert out["config"]["max_tokens"] == 10 ** 12
+    assert all(r["time_to_tokens_s"] is None for r in out["rows"] if not r.get("error"))
+    e = out["best"][0]
+    assert e["best_fixed_gate_to_tokens"] is None and e["best_fixed_time_to_tokens_s"] is None
+    assert e["advised_time_to_tokens_s"] is None and e["advised_ratio_to_tokens"] is None
+    assert "fixed:200" in e["tokens_not_reached"]
+    assert cap.err.startswith("warning: ") and "did not reach 1T tokens" in cap.err and "no oracle" in cap.err
+    assert main(argv + ["--tokens", str(10 ** 12)]) == 0
+    text = capsys.readouterr().out
+    assert "time to 1T tokens" in text and "not reached" in text and "advised / best to 1T" in text
+    assert "\nwarning: " in text and "none reached" in text
+    # N within reach: the column has hours, and no warning when every run reached it
+    assert main(argv + ["--tokens", "1000", "--gates", "context_aware"]) == 0
+    text = capsys.readouterr().out
+    assert "time to 1K tokens" in text and "warning" not in text and "not reached" not in text
 
 
 def test_beats_note_covers_the_advised_warmup_and_auto_gates():
