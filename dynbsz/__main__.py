@@ -166,12 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench-loader":
         from . import bench_loader
 
-        if args.samples < 1 or args.workers < 1 or args.prefetch_factor < 1 or args.repeat < 1:
-            parser.error("--samples, --workers, --prefetch-factor and --repeat must be >= 1")
-        if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)) or args.lookahead < 0 \
-                or args.reorder_buffer < 1:
-            parser.error("--cost-noise must be a finite number >= 0, --lookahead an integer >= 0 and "
-                         "--reorder-buffer an integer >= 1")
+        # One error per flag, naming it, what it allows and what was given (the first bad flag wins).
+        for flag, value, least in (("--samples", args.samples, 1), ("--workers", args.workers, 1),
+                                   ("--prefetch-factor", args.prefetch_factor, 1), ("--repeat", args.repeat, 1),
+                                   ("--lookahead", args.lookahead, 0), ("--reorder-buffer", args.reorder_buffer, 1)):
+            if value < least:
+                parser.error(f"{flag} must be an integer >= {least}, got {value}")
+        if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)):
+            parser.error(f"--cost-noise must be a finite number >= 0, got {args.cost_noise}")
         trace = None
         if args.trace:
             from .workload import Trace

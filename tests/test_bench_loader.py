@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dynbsz import bench_loader
+from dynbsz.__main__ import main
 from dynbsz.workload import SourceSpec, Workload
 
 
@@ -34,3 +37,23 @@ def test_every_row_is_exactly_once_on_a_trace_whose_ids_are_not_row_numbers():
         assert r.samples == 24
         assert (r.max_displacement is None) == ("balanced" not in r.mode)
         assert r.max_displacement is None or 0 <= r.max_displacement <= 4
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--samples", "0", "an integer >= 1"),
+    ("--workers", "0", "an integer >= 1"),
+    ("--prefetch-factor", "-2", "an integer >= 1"),
+    ("--repeat", "0", "an integer >= 1"),
+    ("--lookahead", "-1", "an integer >= 0"),
+    ("--reorder-buffer", "0", "an integer >= 1"),
+    ("--cost-noise", "-0.5", "a finite number >= 0"),
+    ("--cost-noise", "nan", "a finite number >= 0"),
+    ("--cost-noise", "inf", "a finite number >= 0"),
+])
+def test_each_bad_flag_gets_its_own_error(flag, value, allowed, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench-loader", flag, value])
+    out = capsys.readouterr()
+    assert e.value.code == 2 and out.out == ""
+    error = out.err.strip().splitlines()[-1]
+    assert error.endswith(f"error: {flag} must be {allowed}, got {value}")
