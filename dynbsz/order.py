@@ -228,10 +228,12 @@ def _picks(costs: np.ndarray, W: int, prefetch_factor: int, L: int, B: int) -> I
     cadence = B * float(costs.mean()) / W          # one task handed out per cadence, in steady state
     free = [0.0] * W                               # when each worker is done with what it was given
     handout: list[float] = []                      # per task: when the in-order consumer receives it
-    placed = [False] * m
-    front = 0                                      # oldest position not placed yet
+    waiting: list[int] = []                        # positions in reach not placed yet, ascending
+    reach = 0                                      # next position to come into reach
     task_start = task_cost = previous = ready = 0.0
     others: list[float] = []
+    first_dry = float("inf")
+    cadence_weight = CADENCE_WEIGHT
     size = B
     for p in range(m):
         j, i = divmod(p, B)
@@ -247,29 +249,36 @@ def _picks(costs: np.ndarray, W: int, prefetch_factor: int, L: int, B: int) -> I
             target = max(previous + cadence, task_start)
             # when each other worker runs dry if its next dispatch waits: prefetch_factor tasks on
             others = [free[(w + d) % W] + prefetch_factor * latest[(w + d) % W] for d in range(1, W)]
-        while placed[front]:
-            front += 1
+            first_dry = min(others) if others else float("inf")
+        end = min(m, p + L + 1)
+        while reach < end:
+            waiting.append(reach)
+            reach += 1
+        front = waiting[0]                         # the oldest position not placed yet
         if front + L <= p:    # its deadline: moving it further would exceed the lookahead
             pick = front
         else:
             rest = task_start + task_cost + (size - i - 1) * typical   # the task's finish without this sample
             best, pick = float("inf"), -1
-            for q in range(front, min(m, p + L + 1)):
-                if placed[q]:
-                    continue
+            # One slot per hand-out in the loader's main process (the order is computed lazily), so this
+            # loop is on the hand-out path: locals only, a list of the waiting positions instead of a
+            # scan past placed ones, and the others' idle summed only when some other worker can run
+            # dry. Every sum is taken in the same order as a plain loop would, so the picks are too.
+            for q in waiting:
                 c = cost[q]
                 finish = rest + c
                 score = ready - finish if ready > finish else 0.0
                 gate = previous if previous > finish else finish
-                for e in others:
-                    if gate > e:
-                        score += gate - e
+                if gate > first_dry:
+                    for e in others:
+                        if gate > e:
+                            score += gate - e
                 if q < p:
                     score -= urgency * c * (p - q)
-                score += CADENCE_WEIGHT * (finish - target if finish > target else target - finish)
+                score += cadence_weight * (finish - target if finish > target else target - finish)
                 if score < best:
                     best, pick = score, q
-        placed[pick] = True
+        waiting.remove(pick)
         task_cost += cost[pick]
         if i == size - 1:   # the task is complete: its finish and hand-out on the estimates
             finish = task_start + task_cost
