@@ -334,8 +334,10 @@ def check_resume_equivalence(uninterrupted: Run, resumed: Run) -> None:
     a, b = uninterrupted.cuts, resumed.cuts
     for k, (x, y) in enumerate(zip(a, b)):
         if (x.ids, x.budget, x.drained) != (y.ids, y.budget, y.drained):
+            how = {True: ", drained", False: ""}   # a cut moved into (or out of) the drain changes only this
             raise PropertyViolation(f"resume: restoring at positions {resumed.restored_at} changed micro-batch {k}: "
-                                    f"{x.ids} (budget {x.budget}) uninterrupted vs {y.ids} (budget {y.budget})")
+                                    f"{x.ids} (budget {x.budget}{how[x.drained]}) uninterrupted vs {y.ids} "
+                                    f"(budget {y.budget}{how[y.drained]})")
     if len(a) != len(b):
         raise PropertyViolation(f"resume: restoring at positions {resumed.restored_at} changed the number of "
                                 f"micro-batches: {len(a)} uninterrupted vs {len(b)}")

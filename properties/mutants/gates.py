@@ -85,3 +85,43 @@ class AutoSkipsWarmup(WarmupRampGate):
 
     def minimum(self, step: int) -> int:
         return self.full
+
+
+@mutant("ramp-as-capacity", component="gate", replaces="warmup_ramp", aims_at="minimum_gate")
+@dataclass(frozen=True)
+class RampAsCapacity(WarmupRampGate):
+    """The warm-up-scoped gate's minimum taken as the pool size to cut at: it opens as soon as
+    minimum(step) samples are buffered, without waiting for the budget to be covered, so a small
+    warm-up minimum cuts short micro-batches (the seed's bug class, on the ramp)."""
+
+    def ready(self, view) -> bool:
+        return view.num_samples >= self.minimum(view.step)
+
+
+class RampCountsOwnSteps(WarmupRampGate):
+    """The warm-up-scoped gate keeps its own step count instead of reading ``view.step``: it counts the
+    cuts it opened for (a repeated poll before the cut counts once) per micro_batches_per_step of the
+    packer's config. Right in an uninterrupted run, but the count lives in the gate object and in no
+    checkpoint (the gate has no state_dict): a packer restored mid-ramp rebuilds the gate from its
+    spec and the ramp starts over from step 0."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "_cuts", 0)          # frozen dataclass: the bug is state it cannot hold
+        object.__setattr__(self, "_opened_on", None)  # the buffer's head when it last opened
+
+    def ready(self, view) -> bool:
+        # A cut always takes the head (the oldest sample), and ids are unique: a new head since the gate
+        # opened means the cut it opened for happened; the same head, that it is being polled again.
+        head = view.buffered_ids()[0]
+        if self._opened_on is not None and head != self._opened_on:
+            object.__setattr__(self, "_cuts", self._cuts + 1)
+        per_step = view.config.micro_batches_per_step
+        ok = view.num_samples >= self.minimum(self._cuts // per_step) and covers_budget(view)
+        object.__setattr__(self, "_opened_on", head if ok else None)
+        return ok
+
+
+# A plain subclass of the frozen dataclass (no @dataclass: its counters are not fields, so spec(),
+# equality and the checkpoint's gate spec are the real gate's); registered like the others.
+mutant("ramp-counts-own-steps", component="gate", replaces="warmup_ramp", aims_at="resume")(RampCountsOwnSteps)
