@@ -44,3 +44,28 @@ def test_mutant_is_killed_and_dynbsz_passes_the_killing_example(mutant):
     assert kill.minimal_example is not None and kill.message
     control = replay_example(resolve("dynbsz"), suite.get(kill.property), kill.component, kill.minimal_example)
     assert control.status == "pass", f"dynbsz fails the example that killed {mutant.name}: {control.message}"
+
+
+def test_step_not_restored_is_caught_by_the_gate_that_reads_the_step():
+    """The packer component also draws warmup_ramp gates (``builtin_specs``), so a packer that restarts its
+    step on restore is caught through the gate alone: with the batch-size warm-up off, the budgets cannot
+    show the lost step, and only the ramp's minimum (read from ``view.step``) can."""
+    from hypothesis import HealthCheck, find, settings
+
+    from properties import packer_suite
+    from properties.errors import PropertyViolation
+
+    component = resolve("mutant:step-not-restored").components[0]
+
+    def resume_fails(ex) -> bool:
+        try:
+            packer_suite.resume(component, ex)
+        except PropertyViolation:
+            return True
+        return False
+
+    ex = find(packer_suite.examples(component, restores=True, warmup=False), resume_fails,
+              settings=settings(max_examples=400, database=None, derandomize=True,
+                                suppress_health_check=list(HealthCheck)))
+    assert ex.config.warmup_steps == 0 and ex.gate["kind"] == "warmup_ramp"
+    packer_suite.resume(resolve("dynbsz").components[0], ex)   # no false alarm: dynbsz passes it

@@ -78,8 +78,10 @@ def probe_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
 
 
 def builtin_specs(config: PackerConfig) -> st.SearchStrategy[dict]:
-    """What a packer is tested with: both documented gates and the stateful probe."""
-    return st.one_of(fixed_specs(config), token_aware_specs(config), probe_specs(config))
+    """What a packer is tested with: the documented count gates, the stateful probe, and the warm-up-scoped
+    ramp, the one gate that reads ``view.step``: without it a packer whose step is wrong or not restored
+    (mutant ``step-not-restored``) is caught only through the batch-size warm-up's budgets."""
+    return st.one_of(fixed_specs(config), token_aware_specs(config), probe_specs(config), warmup_ramp_specs(config))
 
 
 def build_gate(spec: dict[str, Any], budget: int) -> Any:
