@@ -136,6 +136,30 @@ def restore_points(stream_length: int, *, min_size: int = 1, max_size: int = 4,
 REORDER_BUFFERS = (0, 0, 1, 2, 4)
 
 
+def start_methods(component, *, spawn: bool = True) -> st.SearchStrategy[str | None]:
+    """The workers' start method, from those the component declares (``start_methods``): spawn one
+    draw in ten where ``spawn`` allows it (every spawned worker is a fresh interpreter that imports
+    torch: about 3 s per worker start on two cores, where fork costs milliseconds), the others evenly
+    otherwise. Shrinks away from spawn, towards the first declared method. One declared method is no
+    draw at all, so the examples of a component without the knob are drawn exactly as before it existed."""
+    methods = tuple(component.start_methods)
+    quick = [m for m in methods if m != "spawn"]
+    if len(methods) == 1:
+        return st.just(methods[0])
+    if not quick or len(quick) == len(methods):
+        return st.sampled_from(methods)
+    # one value in ten of 0-99 (not one end of a small range: Hypothesis favours the ends and 0)
+    return st.integers(0, 99).flatmap(lambda k: st.just("spawn") if spawn and k % 10 == 7 else st.sampled_from(quick))
+
+
+def spawn_is_cheap(workers: int, persistent: bool, dp_size: int, *, max_workers: int = 1) -> bool:
+    """Where a scenario may spawn its workers: where they start once per loader (persistent), at most
+    ``max_workers`` of them, in one rank (DP ranks are simulated in one process, each with its own
+    workers). Elsewhere a spawned scenario costs a minute or more (workers restarted every epoch and
+    at every restore), and the few a ci run draws more than double the loader suite's time."""
+    return persistent and 1 <= workers <= max_workers and dp_size == 1
+
+
 @st.composite
 def loader_scenarios(draw, component, *, in_order: bool | None = None, min_workers: int = 0,
                      checkpoints: bool = True, dp: bool = False, max_checkpoints: int = 4,
@@ -159,6 +183,9 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
     (``REORDER_BUFFERS``); ``order`` and ``reorder`` force them (``reorder=True``: a buffer of 1-4
     with two workers or more and 20 ms slow samples, so arrivals really are out of order).
     ``many_workers`` draws two workers or more in most examples. ``bounded`` draws ``max_steps`` (1-16, mostly 8 or more: a rank's epoch here is 2-7 steps).
+    With workers, the start method is drawn last (``start_methods``: spawn one time in ten where the
+    component declares it and ``spawn_is_cheap``), so the draws before it stay as they were; None (the
+    platform's default) is written as before, so every saved example decodes to the same scenario.
     """
     if reorder:
         in_order = True
@@ -198,7 +225,7 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
     reorder_buffer = 0
     if component.reorder_buffer and in_order and workers:
         reorder_buffer = draw(st.sampled_from([1, 2, 4] if reorder else REORDER_BUFFERS)) if reorder is not False else 0
-    return LoaderScenario(
+    fields = dict(
         num_samples=n, data_seed=draw(st.integers(0, 2**16)), shuffle_seed=draw(st.integers(0, 2**16)),
         num_workers=workers, prefetch_factor=draw(st.integers(1, 3)) if workers else None,
         persistent_workers=draw(st.sampled_from(component.persistent)) if workers else False,
@@ -213,6 +240,9 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
         reorder_buffer=reorder_buffer,
         # a rank's epoch is 2-7 steps here: mostly bounds that cross one or two epoch ends
         max_steps=draw(st.integers(8, 16) | st.integers(8, 16) | st.integers(1, 16)) if bounded else None)
+    # drawn last, so the draws before it (and the examples other scenarios shrank to) stay as they were
+    cheap = spawn_is_cheap(workers, fields["persistent_workers"], dp_size)
+    return LoaderScenario(**fields, start_method=draw(start_methods(component, spawn=cheap)) if workers else None)
 
 
 @st.composite

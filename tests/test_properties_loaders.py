@@ -32,7 +32,7 @@ from properties.scenarios import (
     encode_loader_scenario,
     encode_skew_scenario,
 )
-from properties.strategies import loader_scenarios, skew_scenarios
+from properties.strategies import loader_scenarios, skew_scenarios, spawn_is_cheap
 from properties.targets import LoaderComponent, TargetError, resolve
 
 LOADER_PROPERTIES = ("loader_resume", "exactly_once", "epoch_reshuffle", "dp_shards", "dp_step_counts",
@@ -98,6 +98,45 @@ def test_loader_examples_survive_their_json_form_and_respect_the_knobs(data):
     assert sc.checkpoints and sc.epochs == 2  # every schedule restores at least once
     skew = data.draw(skew_scenarios())
     assert decode_skew_scenario(json.loads(json.dumps(encode_skew_scenario(skew)))) == skew
+
+
+def test_start_methods_are_drawn_from_the_component_with_workers_and_spawn_rarely():
+    from collections import Counter
+
+    from properties.loader_machine import scenarios as machine_scenarios
+
+    spawned = 0
+    for component in (DYNBSZ.component("loader:main"), DYNBSZ.component("loader:worker"),
+                      TORCHDATA.component("loader:main")):
+        machine = machine_scenarios(component)
+        for strategy in (loader_scenarios(component), machine):
+            seen: Counter = Counter()
+
+            @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+            @given(strategy)
+            def draw(sc):
+                assert sc.start_method in component.start_methods
+                assert sc.num_workers or sc.start_method is None   # no workers, nothing to start
+                if sc.start_method == "spawn":   # only where its start-up is paid once per loader
+                    assert strategy is not machine and spawn_is_cheap(sc.num_workers, sc.persistent_workers,
+                                                                      sc.dp_size), sc
+                seen[sc.start_method] += 1
+
+            draw()
+            if component.start_methods == (None,):
+                assert set(seen) == {None}
+            else:   # every declared method, spawn (slow) rarely
+                assert {None, "fork"} <= set(seen) and seen["spawn"] * 8 < sum(seen.values()), seen
+                spawned += seen["spawn"]
+    assert spawned   # drawn, if rarely (strategies.spawn_is_cheap)
+
+
+def test_a_saved_scenario_without_a_start_method_decodes_to_the_platform_default():
+    # entries saved before the knob existed (tests/regressions) name no start_method
+    d = LoaderScenario(num_workers=2, prefetch_factor=2).to_json()
+    del d["start_method"]
+    sc = decode_loader_scenario({"format": LOADER_FORMAT, "scenario": d})
+    assert sc.start_method is None and sc == LoaderScenario(num_workers=2, prefetch_factor=2)
 
 
 def test_a_scenario_with_an_unknown_field_is_rejected_by_name():
