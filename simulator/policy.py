@@ -33,8 +33,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-import numpy as np
-
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.tables import budget_label
 
@@ -49,6 +47,7 @@ from .training import (
     TrainingConfig,
     TrainingRun,
     hour_key,
+    time_to_mean_tokens,
 )
 from .workloads import SEED_STREAM
 
@@ -368,21 +367,6 @@ def streams_summary(summaries: Sequence[dict]) -> dict:
         names = summaries[0]["source_share_drift"]
         out["source_share_drift"] = {k: max(s["source_share_drift"][k] for s in summaries) for k in names}
     return out
-
-
-def time_to_mean_tokens(runs: Sequence[TrainingRun], tokens: int) -> float | None:
-    """When the mean over ``runs`` (the scored streams) of the trained tokens first reached ``tokens``:
-    the same mean, counting whole steps, as ``tokens_by_hour``, so a row's mean tokens by hour h are
-    at least ``tokens`` exactly when this is at most h hours. None when the mean does not reach
-    ``tokens`` within the runs' horizon (a run stops at the study's last hour); one run: that run's
-    ``TrainingRun.time_to_tokens``."""
-    ends = np.concatenate([r.step_end_s for r in runs])
-    if not len(ends):
-        return None
-    order = np.argsort(ends, kind="stable")
-    cum = np.cumsum(np.concatenate([r.step_tokens for r in runs]).astype(np.int64)[order])
-    k = int(np.searchsorted(cum, tokens * len(runs), side="left"))     # sum >= N * S: the mean >= N, exactly
-    return float(ends[order][k]) if k < len(cum) else None
 
 
 def _to_tokens_entry(reach: dict[str, float | None], advised: str, fixed: Sequence[str]) -> dict:

@@ -209,9 +209,8 @@ class TrainingRun:
 
     def time_to_tokens(self, tokens: int) -> float:
         """When the trained tokens first reached ``tokens`` (inf if never)."""
-        cum = np.cumsum(self.step_tokens)
-        k = int(np.searchsorted(cum, tokens, side="left"))
-        return float(self.step_end_s[k]) if k < len(cum) else math.inf
+        t = time_to_mean_tokens([self], tokens)
+        return math.inf if t is None else t
 
     def tokens_by_hour(self, hours: Sequence[float]) -> dict[str, int]:
         return {hour_key(h): self.tokens_by(h * HOUR) for h in hours}
@@ -450,3 +449,18 @@ def stall_with_floor(handout_s: Sequence[float], step_s: float, floor_s: float) 
     waits = np.maximum(hand[1:] - (hand[:-1] + step_s + floor_s), 0.0) + floor_s
     span = float(hand[-1] - hand[0])
     return float(waits.sum() / span) if span > 0 else 0.0
+
+
+def time_to_mean_tokens(runs: Sequence[TrainingRun], tokens: int) -> float | None:
+    """When the mean over ``runs`` (the scored streams) of the trained tokens first reached ``tokens``:
+    the same mean, counting whole steps, as ``tokens_by_hour``, so a row's mean tokens by hour h are
+    at least ``tokens`` exactly when this is at most h hours. None when the mean does not reach
+    ``tokens`` within the runs' horizon (a run stops at the study's last hour); one run: that run's
+    ``TrainingRun.time_to_tokens``."""
+    ends = np.concatenate([r.step_end_s for r in runs])
+    if not len(ends):
+        return None
+    order = np.argsort(ends, kind="stable")
+    cum = np.cumsum(np.concatenate([r.step_tokens for r in runs]).astype(np.int64)[order])
+    k = int(np.searchsorted(cum, tokens * len(runs), side="left"))     # sum >= N * S: the mean >= N, exactly
+    return float(ends[order][k]) if k < len(cum) else None

@@ -12,7 +12,7 @@ from dynbsz.gates import WarmupRampGate, auto_gate
 from simulator.cli import main
 from simulator.gatespec import gate_label, parse_gate
 from simulator.policy import ADVICE_SEED_OFFSET, PolicyConfig, PolicyStudy, advise_gate, best_by_hour, worst_ratio
-from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig
+from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig, time_to_mean_tokens
 
 K = 1024
 TINY = PolicyConfig(budgets=(512 * K,), dp_sizes=(1,), workloads=("seed",), hours=(1.0, 3.0),
@@ -162,7 +162,6 @@ def _hand_run(ends, tokens):
 
 
 def test_time_to_mean_tokens_is_when_the_streams_mean_reaches_n():
-    from simulator.policy import time_to_mean_tokens
 
     a = _hand_run([10, 20, 30], [5, 5, 5])          # cumulative 5, 10, 15
     b = _hand_run([15, 25], [2, 20])                # cumulative 2, 22
