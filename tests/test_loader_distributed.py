@@ -115,9 +115,10 @@ def _token_rank(rank: int, world: int, store_path: str, out_path: str, runtime: 
         dist.destroy_process_group()
 
 
-def test_max_tokens_stops_both_ranks_after_the_same_step_and_survives_a_resume(tmp_path):
+@pytest.mark.parametrize("runtime", ["main", "worker"])
+def test_max_tokens_stops_both_ranks_after_the_same_step_and_survives_a_resume(tmp_path, runtime):
     out = tmp_path / "tokens.json"
-    mp.spawn(_token_rank, args=(2, str(tmp_path / "store-tokens"), str(out), "main"), nprocs=2, join=True)
+    mp.spawn(_token_rank, args=(2, str(tmp_path / "store-tokens"), str(out), runtime), nprocs=2, join=True)
     ranks = json.loads(out.read_text())
     steps = [len(r["full"]) for r in ranks]
     assert steps[0] == steps[1] > 3, "every rank stops at the same step"
