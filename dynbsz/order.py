@@ -129,9 +129,9 @@ class LazyOrder:
     """An epoch order computed as it is read: ``order[picks[p]]`` at position ``p``, the picks drawn
     from ``balanced_picks`` only as far as the highest position read so far.
 
-    Why: the balanced order costs 25-30 microseconds a sample to compute in the main process. Computed
-    in full before the epoch, that is a stall of about 0.1 s per 4,000 samples (30 s for a
-    million-sample shard) in which no worker has anything to do; read lazily by torch's sampler, the
+    Why: the balanced order costs 10-15 microseconds of main-process CPU a sample (docs/ordering.md).
+    Computed in full before the epoch, that was a stall of 80-100 ms per 4,000 samples (20-30 s for a
+    million-sample shard) in which no worker had anything to do; read lazily by torch's sampler, the
     first tasks go out after the first few slots and the rest is computed while the workers decode,
     a slot at a time. The values are exactly ``balanced_order``'s (tested).
     """

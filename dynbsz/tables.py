@@ -57,3 +57,11 @@ def budget_label(tokens: int) -> str:
     if tokens % (K * K) == 0:
         return f"{tokens // (K * K)}M"
     return f"{tokens // K}K" if tokens % K == 0 else str(tokens)
+
+
+def count_label(n: int) -> str:
+    """A count of tokens for a header, in decimal units: 2.5B, 300M, 40K (a budget is ``budget_label``'s)."""
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(n)

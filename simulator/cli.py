@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from dynbsz.errors import ConfigError, DynbszError
 from dynbsz.progress import ProgressBar
-from dynbsz.tables import budget_label, pct, secs, table
+from dynbsz.tables import budget_label, count_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
@@ -396,14 +396,6 @@ def _seeds(seeds) -> str:
     return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
 
 
-def _count_label(n: int) -> str:
-    """A token count for a header: 2.5B, 300M, 40K."""
-    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= div:
-            return f"{n / div:.3g}{unit}"
-    return str(n)
-
-
 def _reach_cell(t: float | None) -> str:
     """A time to N tokens in hours; None is a run that did not reach N within the horizon."""
     return "not reached" if t is None else f"{t / 3600:.2f} h"
@@ -431,7 +423,7 @@ def tokens_warning(result: dict, tokens: int, horizon_h: float) -> str | None:
     missed = [r for r in rows if r.get("time_to_tokens_s") is None]
     if not missed:
         return None
-    line = (f"warning: {len(missed)} of {len(rows)} runs (the fixed-size search included) did not reach {_count_label(tokens)} tokens within the "
+    line = (f"warning: {len(missed)} of {len(rows)} runs (the fixed-size search included) did not reach {count_label(tokens)} tokens within the "
             f"horizon ({horizon_h:g} h): 'not reached' in the table, time_to_tokens_s null in JSON")
     no_oracle = sum(e.get("best_fixed_gate_to_tokens") is None for e in result["best"])
     if no_oracle:
@@ -493,7 +485,7 @@ def cmd_policy(args) -> int:
                      " ".join(f"{tb[k] / 1e6:.1f}M" for k in hk), *parity, pct(r["stall_fraction"], 1),
                      pct(r["straggle_fraction"], 1), pct(r["steady_fill"], 1),
                      f"{r['peak_buffer_samples']} / {r['peak_buffer_tokens'] / 1e6:.1f}M"])
-    tl = None if config.max_tokens is None else _count_label(config.max_tokens)
+    tl = None if config.max_tokens is None else count_label(config.max_tokens)
     print(table(["workload", "budget", "dp", "gate", "first step (s)", f"tokens by h {','.join(hk)}",
                  *([f"time to {tl} tokens"] if tl else []), "stall", "straggle", "steady fill",
                  "peak buffer (samples / tokens)"], body, "llrlrr" + ("r" if tl else "") + "rrrr"))
