@@ -106,10 +106,16 @@ def inner_loader(dataset: Dataset | IterableDataset, config: LoaderConfig, **kw:
     """The ``StatefulDataLoader`` a runtime runs on, with the knobs of ``config`` (resolved) and
     whatever the runtime adds (its sampler, batch size). Its state is never loaded: dynbsz
     checkpoints what was delivered, not torchdata's counts. With a reorder buffer torch runs out
-    of order and dynbsz puts the order back (``dynbsz.sequencer``)."""
+    of order and dynbsz puts the order back (``dynbsz.sequencer``).
+
+    So torchdata's own snapshots are off (``snapshot_every_n_steps=0``): at its default of one per
+    step, every dispatch serializes the sampler, every worker sends its state with every batch, and
+    the main process merges it, 120-140 us of main-process CPU a batch (40% of torch's hand-out on
+    zero-cost samples, docs/ordering.md) for a state nothing reads. The in-order modes dispatch only
+    on hand-out, so that time is the workers' idle time."""
     kw.update(num_workers=config.num_workers, persistent_workers=config.persistent_workers,
               in_order=config.in_order and not config.reorder_buffer, pin_memory=config.pin_memory,
-              timeout=config.timeout_s, collate_fn=identity)
+              timeout=config.timeout_s, collate_fn=identity, snapshot_every_n_steps=0)
     if config.num_workers:
         kw.update(prefetch_factor=config.prefetch_factor, multiprocessing_context=config.start_method)
     with torchdata_quiet():

@@ -182,7 +182,7 @@ class WorkerRuntimeLoader(EpochLoader):
             stream = self.stream_class(self.dataset, self.packer_config, self.gate, self.config, self.num_streams,
                                        self.control, self._plan, self.collate_fn, self.tokens_fn, self.source_fn,
                                        self.packer_factory)
-            self._dl = inner_loader(stream, self.config, batch_size=None, snapshot_every_n_steps=0)
+            self._dl = inner_loader(stream, self.config, batch_size=None)
         return self._dl
 
     def _run(self) -> Iterator[Step]:

@@ -13,7 +13,7 @@ def test_rows_are_the_best_of_interleaved_repeats_with_their_spread():
     trace = Workload((SourceSpec("a", 0.7, median_tokens=100, cost_base_s=0.001),
                       SourceSpec("b", 0.3, median_tokens=900, cost_base_s=0.006))).sample(24, 3)
     rows = bench_loader.run(workers=2, repeat=2, trace=trace, cost_noise=0.0, lookahead=4, reorder_buffer=4)
-    assert len(rows) == 7
+    assert len(rows) == 8
     for r in rows:
         assert r.exactly_once and r.samples == 24
         assert r.worst_seconds is not None and r.worst_seconds >= r.seconds > 0
@@ -31,7 +31,7 @@ def test_every_row_is_exactly_once_on_a_trace_whose_ids_are_not_row_numbers():
                       SourceSpec("b", 0.5, median_tokens=900, cost_base_s=0.002))).sample(24, 5)
     trace = dataclasses.replace(trace, ids=trace.ids + 100)
     rows = bench_loader.run(workers=2, repeat=1, trace=trace, cost_noise=0.0, lookahead=4, reorder_buffer=4)
-    assert len(rows) == 7
+    assert len(rows) == 8
     for r in rows:
         assert r.exactly_once, r.mode
         assert r.samples == 24

@@ -14,7 +14,8 @@ def test_bench_loader_json_reports_every_mode():
     modes = [r["mode"] for r in report["rows"]]
     assert modes == ["torchdata in_order=True", "torchdata in_order=False", "dynbsz in_order=True",
                      "dynbsz exactly-once in_order=False", "dynbsz balanced in_order=True, exact costs",
-                     "dynbsz balanced in_order=True, estimated costs", "dynbsz in_order=True, reorder_buffer=64"]
+                     "dynbsz balanced in_order=True, estimated costs", "dynbsz in_order=True, reorder_buffer=64",
+                     "torchdata in_order=False, snapshot_every_n_steps=0"]
     for r in report["rows"]:
         assert r["exactly_once"] is True
         assert r["samples"] == 40 and r["seconds"] > 0

@@ -268,6 +268,16 @@ def test_plain_mode_collate_and_pin_memory():
     assert all(s.data == (sum(s.micro_batches[0].tokens),) for s in steps)
 
 
+@pytest.mark.parametrize("runtime", ["main", "worker"])
+def test_the_inner_loader_takes_no_torchdata_snapshots(runtime):
+    """dynbsz checkpoints its own ledger; torchdata's per-step snapshot would cost 120-140 us of main-process
+    CPU a batch (docs/ordering.md) for a state nothing reads, so it is off underneath."""
+    ld = loader(LoaderConfig(num_workers=1, runtime=runtime))
+    assert ld._inner().snapshot_every_n_steps == 0
+    first = epoch_ids(ld)
+    assert sorted(first) == sorted(TRACE.ids.tolist())
+
+
 class PidDataset(TraceMapDataset):
     """Each sample records the process that read it, to see which workers served an epoch."""
 
