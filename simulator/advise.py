@@ -4,12 +4,20 @@ The search runs the training model (``simulator.training``: DP ranks in lockstep
 model) over the user's trace, in two stages so it stays under a minute on 2 cores:
 
 1. the loader: ``num_workers`` x ``prefetch_factor`` x delivery: in order (torch's round robin),
-   any order (``in_order=False``), ``order='balanced'`` on a ``CostModel`` fitted on the trace,
-   and dynbsz's reorder buffer (``in_order=True, reorder_buffer=N``: torch out of order, the
+   any order (``in_order=False``), ``order='balanced'`` on a ``CostModel`` fitted on the trace at
+   each lookahead of ``lookaheads`` (default 32 and 64), and dynbsz's reorder buffer (``in_order=True, reorder_buffer=N``: torch out of order, the
    sampler's order restored in the main process), each with the same reference gate
    (``fixed:24``); the best by tokens at the last hour, among those within the memory cap;
 2. the gate, on that loader: ``policy.advise_gate`` (the fixed sizes, then warm-up ramps between
    the per-hour winners; the best worst-ratio to the per-hour best fixed size).
+
+Lookaheads: the balanced order levels the workers with the samples within ``lookahead`` places, and
+absorbs what the estimates miss with runs of slow rounds, which need enough slow samples in reach.
+32 is enough where the slowest source is a fifth of the samples (the loader benchmark's mix); where
+it is rarer, it is not: on ``simulator.skew_sweep``'s ``three_source`` trace (10% video at 40 ms)
+the model puts lookahead 32 at 0.86x in_order=False on estimated costs and 64 at 0.90x (prefetch 2),
+and the real loader agrees (docs/ordering.md). A longer lookahead moves samples farther from the
+sampler's order, so at equal tokens the shorter wins (``preference``).
 
 Reorder-buffer sizes: ``N = m * num_workers * prefetch_factor`` for each multiple ``m`` in
 ``reorder_buffers`` (default 8), with 2 or more workers (one worker delivers in send order, so
@@ -67,6 +75,8 @@ WORKERS = (1, 2, 4, 8)
 PREFETCH = (2, 4)
 #: reorder_buffer candidates, as multiples of ``num_workers * prefetch_factor`` (the tasks in flight)
 REORDER_BUFFERS = (8,)
+#: the balanced order's lookahead candidates (the module docstring says why two)
+LOOKAHEADS = (32, 64)
 #: loaders within this fraction of the most tokens are tied, and the simplest of them wins
 TIE_FRACTION = 0.005
 REFERENCE_GATE = "fixed:24"
@@ -75,9 +85,9 @@ DEFAULT_LOADER = LoaderConfig(num_workers=2, prefetch_factor=2, shuffle=False)
 
 
 def describe(lc: LoaderConfig) -> str:
-    """How a loader delivers, in a few words: 'in order', 'any order', 'balanced', 'reorder buffer N'."""
+    """How a loader delivers, in a few words: 'in order', 'any order', 'balanced, lookahead L', 'reorder buffer N'."""
     if lc.order == "balanced":
-        return "balanced"
+        return f"balanced, lookahead {lc.lookahead}"
     if lc.reorder_buffer:
         return f"reorder buffer {lc.reorder_buffer}"
     return "in order" if lc.in_order else "any order"
@@ -85,8 +95,11 @@ def describe(lc: LoaderConfig) -> str:
 
 def preference(lc: LoaderConfig) -> tuple:
     """The tie-break among loaders of equal tokens, smallest first (the module docstring says why)."""
-    simplicity = 2 if lc.order == "balanced" else 1 if lc.reorder_buffer else 0
-    return (not lc.in_order, lc.num_workers, lc.prefetch_factor or 0, simplicity, lc.reorder_buffer)
+    balanced = lc.order == "balanced"
+    simplicity = 2 if balanced else 1 if lc.reorder_buffer else 0
+    # a shorter lookahead keeps samples closer to the sampler's order
+    return (not lc.in_order, lc.num_workers, lc.prefetch_factor or 0, simplicity, lc.reorder_buffer,
+            lc.lookahead if balanced else 0)
 
 
 @dataclass(frozen=True)
@@ -142,16 +155,18 @@ def check_trace_covers(run: TrainingRun, trace: Trace, dp: int, hours: Sequence[
 
 
 def stage1_loaders(cost_model: CostModel, workers: Sequence[int] = WORKERS, prefetch: Sequence[int] = PREFETCH,
-                   reorder_buffers: Sequence[int] = REORDER_BUFFERS) -> list[LoaderConfig]:
-    """Every loader stage 1 runs: per workers x prefetch, in order, any order, balanced, and a reorder
-    buffer of each multiple of the tasks in flight (2 or more workers)."""
+                   reorder_buffers: Sequence[int] = REORDER_BUFFERS,
+                   lookaheads: Sequence[int] = LOOKAHEADS) -> list[LoaderConfig]:
+    """Every loader stage 1 runs: per workers x prefetch, in order, any order, balanced at each lookahead,
+    and a reorder buffer of each multiple of the tasks in flight (2 or more workers)."""
     loaders = []
     for w in workers:
         for pf in prefetch:
             common = dict(num_workers=w, prefetch_factor=pf, shuffle=False)
             loaders.append(LoaderConfig(**common, in_order=True))
             loaders.append(LoaderConfig(**common, in_order=False))
-            loaders.append(LoaderConfig(**common, order="balanced", cost_model=cost_model))
+            loaders.extend(LoaderConfig(**common, order="balanced", lookahead=la, cost_model=cost_model)
+                           for la in lookaheads)
             if w >= 2:
                 loaders.extend(LoaderConfig(**common, reorder_buffer=m * w * pf) for m in reorder_buffers)
     return loaders
@@ -205,7 +220,8 @@ def rank(cands: Sequence[Candidate], horizon_s: float, tie_fraction: float = TIE
 
 def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequence[float] = (24.0,),
            memory_cap_tokens: int | None = None, where: str = "trace",
-           reorder_buffers: Sequence[int] = REORDER_BUFFERS, tie_fraction: float = TIE_FRACTION,
+           reorder_buffers: Sequence[int] = REORDER_BUFFERS, lookaheads: Sequence[int] = LOOKAHEADS,
+           tie_fraction: float = TIE_FRACTION,
            deterministic: bool = False, progress: Callable[[int, int, str], None] | None = None) -> dict:
     t0 = time.perf_counter()
     check_int("budget", budget, minimum=1)
@@ -215,6 +231,9 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     reorder_buffers = tuple(dict.fromkeys(reorder_buffers))   # each size once
     for m in reorder_buffers:
         check_int("reorder_buffers (multiples of num_workers x prefetch_factor)", m, minimum=1, maximum=1024)
+    lookaheads = tuple(dict.fromkeys(lookaheads))
+    for la in lookaheads:
+        check_int("lookaheads (of order='balanced')", la, minimum=1)
     if isinstance(tie_fraction, bool) or not isinstance(tie_fraction, (int, float)) or not 0 <= tie_fraction < 1:
         raise ConfigError(f"tie_fraction must be a number in [0, 1), got {tie_fraction!r}")
     if not isinstance(deterministic, bool):
@@ -239,7 +258,7 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     check_trace_covers(default_run, trace, dp, hours, where)
     default = Candidate(DEFAULT_LOADER, DEFAULT_GATE, default_run)
     searched += 1
-    loaders = stage1_loaders(cost_model, reorder_buffers=reorder_buffers)
+    loaders = stage1_loaders(cost_model, reorder_buffers=reorder_buffers, lookaheads=lookaheads)
     if deterministic:
         loaders = [lc for lc in loaders if lc.in_order]
     stage1: list[Candidate] = []
@@ -275,7 +294,8 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         det = rank([c for c in within_cap or stage1 if c.loader.in_order], horizon, tie_fraction)
         if det:
             tokens = projected_tokens(det[0].run, horizon)
-            alternative = {"loader": det[0].loader_json(), "tokens": det[0].run.tokens_by(horizon),
+            alternative = {"loader": det[0].loader_json(), "delivery": describe(det[0].loader),
+                           "tokens": det[0].run.tokens_by(horizon),
                            "ratio": tokens / max(projected_tokens(ok[0].run, horizon), 1.0)}
     if progress:
         progress(total, total, "done")
@@ -297,6 +317,7 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         "memory_cap_tokens": memory_cap_tokens,
         "memory_cap_met": fits(rec.run),
         "reorder_buffers": list(reorder_buffers),
+        "lookaheads": list(lookaheads),
         "tie_fraction": tie_fraction,
         "deterministic": deterministic,
         # with in_order=False recommended: the best loader of a deterministic order, its tokens and ratio; else None
@@ -311,8 +332,8 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
 
 
 def _entry(c: Candidate, hours, budget: int, dp: int) -> dict:
-    return {"loader": c.loader_json(), "gate": c.gate_json(budget), "gate_label": c.gate, "predicted": c.predicted(hours),
-            "code": c.code(budget, dp)}
+    return {"loader": c.loader_json(), "delivery": describe(c.loader), "gate": c.gate_json(budget), "gate_label": c.gate,
+            "predicted": c.predicted(hours), "code": c.code(budget, dp)}
 
 
 def read_trace(path: str) -> Trace:

@@ -519,13 +519,13 @@ def cmd_policy(args) -> int:
 
 # ---- advise ---------------------------------------------------------------------------------------
 
-def _delivery(lo: dict) -> str:
-    """An advise loader's delivery in words: balanced, reorder buffer N, in order, any order."""
-    if lo["order"] == "balanced":
-        return "balanced"
-    if lo.get("reorder_buffer"):
-        return f"reorder buffer {lo['reorder_buffer']}"
-    return "in order" if lo["in_order"] else "any order"
+def _int_list(flag: str, value: str, what: str) -> tuple[int, ...]:
+    """A comma-separated list of integers, or 'none' for an empty one; anything else is a one-line error."""
+    text = value.strip().lower()
+    try:
+        return () if text == "none" else tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} takes comma-separated {what}, or 'none', got {value!r}") from None
 
 
 def cmd_advise(args) -> int:
@@ -534,15 +534,12 @@ def cmd_advise(args) -> int:
 
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
-    text = args.reorder_buffers.strip().lower()
-    try:
-        multiples = () if text == "none" else tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--reorder-buffers takes comma-separated multiples of workers x prefetch like 8 or "
-                          f"4,16, or 'none', got {args.reorder_buffers!r}") from None
+    multiples = _int_list("--reorder-buffers", args.reorder_buffers, "multiples of workers x prefetch like 8 or 4,16")
+    lookaheads = _int_list("--lookaheads", args.lookaheads, "lookaheads of the balanced order like 32 or 16,32,64")
     with _progress(args, "advise") as bar:
         out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
-                     where=f"--trace {args.trace}", reorder_buffers=multiples, deterministic=args.deterministic,
+                     where=f"--trace {args.trace}", reorder_buffers=multiples, lookaheads=lookaheads,
+                     deterministic=args.deterministic,
                      progress=bar)
     if args.json:
         _emit_json(_clean(out))
@@ -554,7 +551,7 @@ def cmd_advise(args) -> int:
         if e is None:
             continue
         lo, p = e["loader"], e["predicted"]
-        rows.append([name, f"{lo['num_workers']} / {lo['prefetch_factor']} / {_delivery(lo)}", e["gate_label"],
+        rows.append([name, f"{lo['num_workers']} / {lo['prefetch_factor']} / {e['delivery']}", e["gate_label"],
                      secs(p["first_step_s"]), " ".join(f"{p['tokens_by_hour'][k] / 1e6:.1f}M" for k in hk),
                      pct(p["stall_fraction"], 1), f"{p['peak_buffer_samples']} / {p['peak_buffer_tokens'] / 1e6:.1f}M"])
     print(f"advise: {out['trace']['samples']} samples, budget {budget_label(out['budget'])}, dp {out['dp']}, step time "
@@ -575,7 +572,7 @@ def cmd_advise(args) -> int:
         lo = alt["loader"]
         print(f"\nin_order=False delivers in arrival order (not reproducible; resume is exactly-once but not in the "
               f"uninterrupted order). The best deterministic loader searched, {lo['num_workers']} / "
-              f"{lo['prefetch_factor']} / {_delivery(lo)}, trains {alt['ratio']:.3f}x its tokens with fixed:24; "
+              f"{lo['prefetch_factor']} / {alt['delivery']}, trains {alt['ratio']:.3f}x its tokens with fixed:24; "
               "--deterministic searches only those")
     print("\nrecommended, as code:\n" + out["recommended"]["code"])
     print("\nas JSON (gate): " + json.dumps(out["recommended"]["gate"]))
@@ -758,6 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--reorder-buffers", default="8", metavar="M[,M...]|none",
                    help="reorder_buffer sizes searched, as multiples of workers x prefetch (default 8; 'none': "
                    "no reorder buffer)")
+    a.add_argument("--lookaheads", default="32,64", metavar="L[,L...]|none",
+                   help="lookaheads of order='balanced' searched (default 32,64: a rarer slow source needs the "
+                   "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")
     _add_common(a)

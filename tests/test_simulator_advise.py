@@ -56,9 +56,13 @@ def test_advise_json_has_recommended_runner_up_and_default(trace_file, capsys):
     assert sorted((lo["num_workers"], lo["prefetch_factor"], lo["reorder_buffer"]) for lo in rows
                   if lo["reorder_buffer"]) == [(w, pf, 8 * w * pf) for w in (2, 4, 8) for pf in (2, 4)]
     assert out["reorder_buffers"] == [8] and out["tie_fraction"] == 0.005
+    # the balanced order at each default lookahead, per workers x prefetch
+    assert out["lookaheads"] == [32, 64]
+    assert sorted((lo["num_workers"], lo["prefetch_factor"], lo["lookahead"]) for lo in rows
+                  if lo["order"] == "balanced") == [(w, pf, la) for w in (1, 2, 4, 8) for pf in (2, 4) for la in (32, 64)]
     best = max(lo["projected_tokens"] for lo in rows)
-    match = [lo for lo in rows if all(lo[k] == rec["loader"][k] for k in ("num_workers", "prefetch_factor", "order",
-                                                                           "in_order", "reorder_buffer"))]
+    match = [lo for lo in rows if all(lo.get(k) == rec["loader"].get(k) for k in (
+        "num_workers", "prefetch_factor", "order", "in_order", "reorder_buffer", "lookahead"))]
     assert len(match) == 1 and match[0]["projected_tokens"] >= best * (1 - out["tie_fraction"])   # in the tie band
     assert all(lo["trace_ended_h"] is None and lo["projected_tokens"] == lo["tokens"] for lo in rows)
     assert "LoaderConfig(" in rec["code"]
@@ -104,15 +108,17 @@ def test_advise_deterministic_recommends_the_reorder_buffer(rb_trace_file, monke
     monkeypatch.setattr(simulator.advise, "advise", fake)
     path = tmp_path / "t.csv"
     Stream(TEXT_VIDEO_LONG, 6).take(20).to_csv(path)
-    for flags, multiples, deterministic in [([], (8,), False), (["--reorder-buffers", "none"], (), False),
-                                            (["--reorder-buffers", "4,16", "--deterministic"], (4, 16), True)]:
+    for flags, multiples, lookaheads, deterministic in [
+            ([], (8,), (32, 64), False), (["--reorder-buffers", "none", "--lookaheads", "16"], (), (16,), False),
+            (["--reorder-buffers", "4,16", "--deterministic", "--lookaheads", "none"], (4, 16), (), True)]:
         assert main(["advise", "--trace", str(path), "--budget", "512K", "--no-progress", *flags]) == 0
         assert seen["reorder_buffers"] == multiples and seen["deterministic"] is deterministic
+        assert seen["lookaheads"] == lookaheads
         text = capsys.readouterr().out
         assert f"{lo['num_workers']} / {lo['prefetch_factor']} / reorder buffer {lo['reorder_buffer']}" in text
         assert f"reorder_buffer={lo['reorder_buffer']}, dp_size=1)" in text
     # the notes under the table: loaders that used up the trace, a cap nothing met, the deterministic alternative
-    alt = {"loader": dict(lo), "tokens": 1, "ratio": 0.9876}
+    alt = {"loader": dict(lo), "delivery": out["recommended"]["delivery"], "tokens": 1, "ratio": 0.9876}
     out.update(trace_ended_loaders=3, memory_cap_met=False, memory_cap_tokens=1000, deterministic_alternative=alt)
     assert main(["advise", "--trace", str(path), "--budget", "512K", "--no-progress"]) == 0
     text = capsys.readouterr().out
@@ -180,6 +186,13 @@ def test_rank_prefers_deterministic_then_simple_within_the_tie_band():
     rb8_64 = _cand(996, num_workers=8, prefetch_factor=2, reorder_buffer=64)
     assert _labels([bal, rb8, rb8_64, any8]) == [(8, True, "sampler", 64), (8, True, "sampler", 128),
                                                  (8, True, "balanced", 0), (8, False, "sampler", 0)]
+    # at equal tokens the shorter lookahead: it keeps samples closer to the sampler's order
+    import dataclasses
+
+    far = Candidate(dataclasses.replace(bal.loader, lookahead=64), "fixed:24", _Run(996))
+    near = Candidate(dataclasses.replace(bal.loader, lookahead=16), "fixed:24", _Run(995))
+    assert [c.loader.lookahead for c in rank([far, bal, near], 1.0, 0.005)] == [16, 32, 64]
+    assert [c.loader.lookahead for c in rank([far, bal, near], 1.0, 0.0)] == [32, 64, 16]
     # out of the band tokens decide: any order 1% ahead wins; with no band the exact count does
     assert _labels([any8, _cand(990, num_workers=8, prefetch_factor=2, reorder_buffer=128)])[0][1] is False
     assert _labels([any8, rb8], tie=0.0)[0][1] is False
@@ -241,6 +254,8 @@ def test_advise_memory_cap_is_respected(trace_file, capsys):
 @pytest.mark.parametrize("kwargs, message", [
     ({"reorder_buffers": (0,)}, "reorder_buffers"),
     ({"reorder_buffers": (8, 2.5)}, "reorder_buffers"),
+    ({"lookaheads": (32, 0)}, "lookaheads"),
+    ({"lookaheads": (1.5,)}, "lookaheads"),
     ({"tie_fraction": 1.5}, "tie_fraction"),
     ({"tie_fraction": -0.1}, "tie_fraction"),
     ({"deterministic": "yes"}, "deterministic"),
@@ -251,11 +266,12 @@ def test_advise_bad_setting_is_a_config_error_naming_it(kwargs, message):
         advise(trace, 512 * 1024, 1, STEP_PRESETS["1b-h100"], hours=(1.0,), **kwargs)
 
 
-@pytest.mark.parametrize("value, message", [("0", "reorder_buffers"), ("x", "--reorder-buffers"),
-                                            ("8,-1", "reorder_buffers")])
-def test_advise_bad_reorder_buffers_flag_is_one_line(trace_file, value, message, capsys):
-    assert main(["advise", "--trace", str(trace_file), "--budget", "512K", "--reorder-buffers", value,
-                 "--no-progress"]) == 2
+@pytest.mark.parametrize("flag, value, message", [
+    ("--reorder-buffers", "0", "reorder_buffers"), ("--reorder-buffers", "x", "--reorder-buffers"),
+    ("--reorder-buffers", "8,-1", "reorder_buffers"), ("--lookaheads", "0", "lookaheads"),
+    ("--lookaheads", "32,y", "--lookaheads")])
+def test_advise_bad_list_flag_is_one_line(trace_file, flag, value, message, capsys):
+    assert main(["advise", "--trace", str(trace_file), "--budget", "512K", flag, value, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
 
@@ -280,3 +296,15 @@ def test_advise_trace_too_short_for_the_horizon(tmp_path, capsys):
     assert main(["advise", "--trace", str(path), "--budget", "512K", "--hours", "24", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "before the requested horizon of 24 h" in err and "\n" not in err
+
+
+def test_stage1_searches_the_balanced_order_at_each_lookahead():
+    from dynbsz.costs import CostModel
+    from simulator.advise import describe, stage1_loaders
+
+    model = CostModel.fit(Stream(TEXT_VIDEO_LONG, 5).take(50))
+    balanced = [lc for lc in stage1_loaders(model, workers=(2,), prefetch=(2,), lookaheads=(16, 48))
+                if lc.order == "balanced"]
+    assert [lc.lookahead for lc in balanced] == [16, 48] and all(lc.cost_model == model for lc in balanced)
+    assert [describe(lc) for lc in balanced] == ["balanced, lookahead 16", "balanced, lookahead 48"]
+    assert not any(lc.order == "balanced" for lc in stage1_loaders(model, lookaheads=()))
