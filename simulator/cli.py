@@ -755,8 +755,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--reorder-buffers", default="8", metavar="M[,M...]|none",
                    help="reorder_buffer sizes searched, as multiples of workers x prefetch (default 8; 'none': "
                    "no reorder buffer)")
-    a.add_argument("--lookaheads", default="32,64", metavar="L[,L...]|none",
-                   help="lookaheads of order='balanced' searched (default 32,64: a rarer slow source needs the "
+    a.add_argument("--lookaheads", default="32,64,96", metavar="L[,L...]|none",
+                   help="lookaheads of order='balanced' searched (default 32,64,96: a rarer slow source needs a "
                    "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")

@@ -57,9 +57,9 @@ def test_advise_json_has_recommended_runner_up_and_default(trace_file, capsys):
                   if lo["reorder_buffer"]) == [(w, pf, 8 * w * pf) for w in (2, 4, 8) for pf in (2, 4)]
     assert out["reorder_buffers"] == [8] and out["tie_fraction"] == 0.005
     # the balanced order at each default lookahead, per workers x prefetch
-    assert out["lookaheads"] == [32, 64]
+    assert out["lookaheads"] == [32, 64, 96]
     assert sorted((lo["num_workers"], lo["prefetch_factor"], lo["lookahead"]) for lo in rows
-                  if lo["order"] == "balanced") == [(w, pf, la) for w in (1, 2, 4, 8) for pf in (2, 4) for la in (32, 64)]
+                  if lo["order"] == "balanced") == [(w, pf, la) for w in (1, 2, 4, 8) for pf in (2, 4) for la in (32, 64, 96)]
     best = max(lo["projected_tokens"] for lo in rows)
     match = [lo for lo in rows if all(lo.get(k) == rec["loader"].get(k) for k in (
         "num_workers", "prefetch_factor", "order", "in_order", "reorder_buffer", "lookahead"))]
@@ -109,7 +109,7 @@ def test_advise_deterministic_recommends_the_reorder_buffer(rb_trace_file, monke
     path = tmp_path / "t.csv"
     Stream(TEXT_VIDEO_LONG, 6).take(20).to_csv(path)
     for flags, multiples, lookaheads, deterministic in [
-            ([], (8,), (32, 64), False), (["--reorder-buffers", "none", "--lookaheads", "16"], (), (16,), False),
+            ([], (8,), (32, 64, 96), False), (["--reorder-buffers", "none", "--lookaheads", "16"], (), (16,), False),
             (["--reorder-buffers", "4,16", "--deterministic", "--lookaheads", "none"], (4, 16), (), True)]:
         assert main(["advise", "--trace", str(path), "--budget", "512K", "--no-progress", *flags]) == 0
         assert seen["reorder_buffers"] == multiples and seen["deterministic"] is deterministic
