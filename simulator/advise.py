@@ -5,8 +5,9 @@ model) over the user's trace, in two stages so it stays under a minute on 2 core
 
 1. the loader: ``num_workers`` x ``prefetch_factor`` x delivery: in order (torch's round robin),
    any order (``in_order=False``), ``order='balanced'`` on a ``CostModel`` fitted on the trace at
-   each lookahead of ``lookaheads`` (default 32, 64 and 96), and dynbsz's reorder buffer (``in_order=True, reorder_buffer=N``: torch out of order, the
-   sampler's order restored in the main process), each with the same reference gate
+   each lookahead of ``lookaheads`` (default 32, 64 and 96), and dynbsz's reorder buffer
+   (``in_order=True, reorder_buffer=N``: torch out of order, the sampler's order restored in the
+   main process), each with the same reference gate
    (``fixed:24``); the best by tokens at the last hour, among those within the memory cap;
 2. the gate, on that loader: ``policy.advise_gate`` (the fixed sizes, then warm-up ramps between
    the per-hour winners; the best worst-ratio to the per-hour best fixed size).
@@ -16,8 +17,9 @@ absorbs what the estimates miss with runs of slow rounds, which need enough slow
 32 is enough where the slowest source is a fifth of the samples (the loader benchmark's mix); where
 it is rarer, it is not: on ``simulator.skew_sweep``'s ``three_source`` trace (10% video at 40 ms)
 the model puts lookahead 32 at 0.86x in_order=False on estimated costs and 64 at 0.90x (prefetch 2;
-at prefetch 4: 0.89x, 0.91x and 0.92x at 96), and the real loader agrees (docs/ordering.md). A longer lookahead moves samples farther from the
-sampler's order, so at equal tokens the shorter wins (``preference``).
+at prefetch 4: 0.89x, 0.91x, and 0.92x at 96), and the real loader agrees (docs/ordering.md). A
+longer lookahead moves samples farther from the sampler's order, so at equal tokens the shorter
+wins (``preference``).
 
 Reorder-buffer sizes: ``N = m * num_workers * prefetch_factor`` for each multiple ``m`` in
 ``reorder_buffers`` (default 8), with 2 or more workers (one worker delivers in send order, so

@@ -539,8 +539,7 @@ def cmd_advise(args) -> int:
     with _progress(args, "advise") as bar:
         out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
                      where=f"--trace {args.trace}", reorder_buffers=multiples, lookaheads=lookaheads,
-                     deterministic=args.deterministic,
-                     progress=bar)
+                     deterministic=args.deterministic, progress=bar)
     if args.json:
         _emit_json(_clean(out))
         return 0
