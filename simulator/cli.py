@@ -520,11 +520,12 @@ def cmd_policy(args) -> int:
 # ---- advise ---------------------------------------------------------------------------------------
 
 def _int_list(flag: str, value: str, what: str) -> tuple[int, ...]:
-    """A comma-separated list of integers, or 'none' for an empty one; anything else is a one-line error."""
-    text = value.strip().lower()
+    """``parse_list(int)``, or 'none' for an empty list; anything else is a one-line error naming the flag."""
+    if value.strip().lower() == "none":
+        return ()
     try:
-        return () if text == "none" else tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
+        return parse_list(int)(value)
+    except argparse.ArgumentTypeError:
         raise ConfigError(f"{flag} takes comma-separated {what}, or 'none', got {value!r}") from None
 
 
