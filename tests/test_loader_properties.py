@@ -54,14 +54,17 @@ def test_exactly_once_holds_for_dynbsz_on_the_same_schedule():
 
 def test_exactly_once_fails_on_plain_statefuldataloader_out_of_order():
     # torchdata replays a *count* of batches on resume; out of order that count is not the set.
-    failures = 0
-    for seed in range(3):
+    # It shows only when a batch is still in flight behind later ones at the checkpoint, which is
+    # timing: each of these seeds showed it in 8-14 of 16 runs on two busy cores (and one CI run
+    # saw none of three seeds fail), so the test tries up to eight and stops at the first failure.
+    for seed in range(8):
         sc = replace(SLOW_HEAD, data_seed=seed, checkpoints=(5,))
         try:
             L.check_exactly_once(torchdata_loader, sc, expected=L.expected_epoch_ids(sc))
         except PropertyViolation:
-            failures += 1
-    assert failures >= 1
+            return
+    pytest.fail("plain StatefulDataLoader(in_order=False) resumed every seed exactly once: "
+                "torchdata's count-based resume may be fixed (README: \"The checkpoint is what was delivered\")")
 
 
 def test_epoch_property_fails_when_the_epoch_is_read_at_construction():
