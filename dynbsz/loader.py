@@ -216,9 +216,11 @@ class DynamicBatchLoader(EpochLoader):
         self._pending_refetch = set(self._refetch)
         order = self._rank_order()   # a failing cost estimate raises here, not inside torch's iterator set-up
         if self.config.reorder_buffer:
-            # What the sampler will send, in order (a snapshot: the ledger moves as batches are released).
+            # What the sampler will send, in order, read as far as the arrivals reach. From a copy of
+            # the ledger and the refetch list: both move as batches are released.
+            ledger = DeliveryLedger(self._ledger.watermark, self._ledger.ahead)
             self._sequencer = Sequencer(_batch_key(b[0]) for b in _key_batches(
-                self.epoch, order, self._ledger, list(self._refetch), self.config.fetch_batch_size))
+                self.epoch, order, ledger, list(self._refetch), self.config.fetch_batch_size))
         it = iter(self._inner())
         if self.config.reorder_buffer:
             it = self._in_sequence(it)

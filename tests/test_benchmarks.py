@@ -66,3 +66,16 @@ def test_bench_rejects_bad_arguments():
     out = subprocess.run([sys.executable, "-m", "dynbsz", "bench-loader", "--workers", "0"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "--workers" in out.stderr
+
+
+def test_bench_epoch_start_reports_both_orders_against_the_whole_stream_peer(capsys):
+    from ci import bench_epoch_start
+
+    assert bench_epoch_start.main(["--samples", "3000", "--repeat", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {r["order"]: r for r in report["rows"]}
+    assert set(rows) == {"sampler order", "balanced order"}
+    assert all(r["seconds_to_first_step"] > 0 and r["peer_seconds"] > 0 for r in rows.values())
+    # Allocations, not time: the peer holds every key of the epoch, the lazy sequencer a window.
+    sampler = rows["sampler order"]
+    assert sampler["peak_bytes"] < sampler["peer_peak_bytes"]

@@ -185,6 +185,21 @@ def test_the_loader_delivers_exactly_the_eager_balanced_order():
     assert isinstance(eager, np.ndarray) and flat == eager.tolist()
 
 
+def test_a_reorder_buffer_reads_the_balanced_order_only_as_far_as_the_workers_have_got():
+    # The sequencer once read every key of the epoch before the first dispatch, which computed the
+    # whole lazy order first: the stall LazyOrder exists to avoid.
+    config = balanced(reorder_buffer=4)
+    loader = build_loader(fast_dataset(), None, None, config, meta_fn=meta_fn)
+    it = iter(loader)
+    first = next(it)
+    computed = len(loader._order_cache[1]._done)     # LazyOrder: the positions computed so far
+    flat = list(first.sample_ids) + [i for step in it for i in step.sample_ids]
+    eager = loader_order(60, config, 0, loader.cost_estimates())
+    loader.close()
+    assert computed < 30, computed
+    assert flat == eager.tolist()
+
+
 @pytest.mark.parametrize("change,setting", [(dict(num_workers=3), "num_workers"),
                                             (dict(prefetch_factor=3), "prefetch_factor"),
                                             (dict(lookahead=5), "lookahead"),

@@ -48,8 +48,28 @@ def test_the_sequencer_refuses_the_unexpected():
         seq.arrive("b", 1)
     with pytest.raises(RuntimeError, match="not expected"):
         seq.arrive("c", 1)
-    with pytest.raises(ValueError, match="distinct"):
-        Sequencer(["a", "a"])
+    seq = Sequencer(["b", "a", "a"])
+    assert seq.arrive("a", 1) == []
+    with pytest.raises(ValueError, match="distinct"):     # found when read, not on construction
+        seq.arrive("x", 1)
+
+
+def test_the_sequencer_reads_what_it_expects_only_as_far_as_the_arrivals_reach():
+    read = []
+
+    def keys():
+        for i in range(10**9):      # an epoch too long to hold: it must never be read in full
+            read.append(i)
+            yield i
+
+    seq = Sequencer(keys())
+    assert read == []
+    assert seq.arrive(2, "c") == [] and read == [0, 1, 2]
+    assert seq.arrive(0, "a") == ["a"] and seq.arrive(1, "b") == ["b", "c"]
+    assert read == [0, 1, 2] and seq.held == 0
+    with pytest.raises(TypeError, match="length"):
+        len(seq)
+    assert len(Sequencer(range(3))) == 3
 
 
 def config(**over) -> LoaderConfig:

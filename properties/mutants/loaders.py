@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -264,7 +265,7 @@ class OverflowSequencer(Sequencer):
         self.limit = limit
 
     def arrive(self, key, item, size: int = 1) -> list:
-        if key in self._known and key not in self._held and self._expected and key != self._expected[0] \
+        if key not in self._held and self._reach(key) and key != self._expected[0] \
                 and self.held + size > self.limit:
             self._expected.remove(key)
             self._known.discard(key)
@@ -278,7 +279,8 @@ class ReorderOverflowReleased(DynamicBatchLoader):
     (``OverflowSequencer``): with torch dispatching out of order, in_order=True is then out of order."""
 
     def _in_sequence(self, it):
-        self._sequencer = OverflowSequencer(list(self._sequencer._expected), self.config.reorder_buffer)
+        seq = self._sequencer
+        self._sequencer = OverflowSequencer(chain(seq._expected, seq._source), self.config.reorder_buffer)
         return super()._in_sequence(it)
 
 
