@@ -302,19 +302,20 @@ def machine_for(component: Any) -> type[RuleBasedStateMachine]:
 
         # One rule for every operation: Hypothesis's swarm testing switches whole rules off in some
         # runs, and a run without restores would be most of the runs' loss. An epoch that ran out is
-        # followed by the next one first.
-        @precondition(lambda self: self.driver is not None and not self.driver.finished())
+        # followed by the next one first. Its precondition reads nothing the loader did: where an epoch
+        # runs out is timing out of order (arrival order changes the packing), and a rule choice that
+        # followed it made two runs of the same choices draw differently, which Hypothesis reports as
+        # Flaky ("Inconsistent data generation"; 2 of 3 ci runs on dynbsz with two busy-loops beside
+        # them). After the last epoch ran out, the rule does nothing.
+        @precondition(lambda self: self.driver is not None)
         @rule(op=st.sampled_from(ops), before=st.integers(0, 3), then=st.integers(0, 4))
         def act(self, op: str, before: int, then: int) -> None:
+            if self.driver.finished():
+                return
             if self.driver.epoch_over:
                 self._op("next_epoch")
             # A restore comes after at least one step of its epoch: mid-epoch, or exactly at its end.
             self._op(op, then, max(before, 1) if op == "restore" else before)
-
-        @precondition(lambda self: self.driver is not None and self.driver.finished())
-        @rule()
-        def finished(self) -> None:
-            """The last epoch ran out: nothing left to do (Hypothesis needs a rule it may run)."""
 
         @invariant()
         def matches_the_uninterrupted_run(self) -> None:
