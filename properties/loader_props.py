@@ -180,7 +180,8 @@ def expected_epoch_ids(scenario: LoaderScenario) -> set | None:
 
 def _schedule(scenario: LoaderScenario) -> str:
     where = f"checkpoints after steps {list(scenario.checkpoints)}"
-    return where + (" and at every epoch end" if scenario.restore_at_epoch_end else "")
+    where += " and at every epoch end" if scenario.restore_at_epoch_end else ""
+    return where + (", a checkpoint written right after every restore" if scenario.checkpoint_on_resume else "")
 
 
 def check_exactly_once(make: LoaderFactory, scenario: LoaderScenario, *, expected: set | None = None,

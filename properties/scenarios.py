@@ -107,6 +107,11 @@ class LoaderScenario:
     max_steps: int | None = None
     #: the workers' multiprocessing start method (None: the platform's default)
     start_method: str | None = None
+    #: after every restore the trainer writes a checkpoint at once (``state_dict()`` before
+    #: ``set_epoch`` and ``iter()``), and a restore before the epoch's next step loads that one
+    #: (``loader_props.run_schedule``). Written only when on: an example saved before the field decodes
+    #: without it, to the same schedule, and keeps its name in the corpus.
+    checkpoint_on_resume: bool = False
 
     def workload(self) -> Workload:
         return Workload((SourceSpec("text", 1 - self.video_share, median_tokens=self.budget / 6, sigma=0.6,
@@ -117,6 +122,8 @@ class LoaderScenario:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["checkpoints"] = list(self.checkpoints)
+        if not self.checkpoint_on_resume:
+            del d["checkpoint_on_resume"]
         return d
 
     @classmethod

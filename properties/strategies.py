@@ -186,6 +186,8 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
     With workers, the start method is drawn last (``start_methods``: spawn one time in ten where the
     component declares it and ``spawn_is_cheap``), so the draws before it stay as they were; None (the
     platform's default) is written as before, so every saved example decodes to the same scenario.
+    After it, with a checkpoint schedule, a checkpoint written at once after every restore
+    (``checkpoint_on_resume``) in a quarter by the draw.
     """
     if reorder:
         in_order = True
@@ -242,7 +244,10 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
         max_steps=draw(st.integers(8, 16) | st.integers(8, 16) | st.integers(1, 16)) if bounded else None)
     # drawn last, so the draws before it (and the examples other scenarios shrank to) stay as they were
     cheap = spawn_is_cheap(workers, fields["persistent_workers"], dp_size)
-    return LoaderScenario(**fields, start_method=draw(start_methods(component, spawn=cheap)) if workers else None)
+    start_method = draw(start_methods(component, spawn=cheap)) if workers else None
+    # after the start method, for the same reason: a quarter by the draw (more as Hypothesis favours 0)
+    on_resume = bool(points or at_epoch_end) and draw(st.integers(0, 3)) == 0
+    return LoaderScenario(**fields, start_method=start_method, checkpoint_on_resume=on_resume)
 
 
 @st.composite

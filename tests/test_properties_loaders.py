@@ -139,6 +139,37 @@ def test_a_saved_scenario_without_a_start_method_decodes_to_the_platform_default
     assert sc.start_method is None and sc == LoaderScenario(num_workers=2, prefetch_factor=2)
 
 
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_a_checkpoint_on_resume_is_drawn_only_with_a_schedule_and_written_only_when_on(checkpoints):
+    seen = set()
+
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
+    @given(loader_scenarios(DYNBSZ.component("loader:main"), checkpoints=checkpoints))
+    def draw(sc):
+        seen.add(sc.checkpoint_on_resume)
+        written = encode_loader_scenario(sc)["scenario"]
+        # entries saved before the field existed name none and keep their corpus names
+        assert ("checkpoint_on_resume" in written) == sc.checkpoint_on_resume
+        assert decode_loader_scenario(json.loads(json.dumps(encode_loader_scenario(sc)))) == sc
+
+    draw()
+    assert seen == ({True, False} if checkpoints else {False})
+
+
+def test_a_checkpoint_on_resume_is_said_in_the_failure_s_schedule():
+    # the fresh loader's own state saved on resume: a restart from it starts the run over
+    deferred = resolve("mutant:restore-deferred-to-set-epoch")
+    sc = LoaderScenario(num_samples=12, checkpoints=(2, 2), checkpoint_on_resume=True)
+    failed = replay_example(deferred, suite.get("exactly_once"), "loader:main", scenario_json(sc))
+    assert failed.status == "fail"
+    assert "more than once (checkpoints after steps [2, 2], a checkpoint written right after every restore)" \
+        in failed.message
+    # the same schedule without it restores through set_epoch each time, which the mutant gets right
+    assert replay_example(deferred, suite.get("exactly_once"), "loader:main",
+                          scenario_json(replace(sc, checkpoint_on_resume=False))).status == "pass"
+    assert replay_example(DYNBSZ, suite.get("exactly_once"), "loader:main", scenario_json(sc)).status == "pass"
+
+
 def test_a_scenario_with_an_unknown_field_is_rejected_by_name():
     with pytest.raises(ValueError, match="no field.*shards"):
         LoaderScenario.from_json({**LoaderScenario().to_json(), "shards": 2})

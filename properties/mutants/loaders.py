@@ -67,6 +67,25 @@ def count_resume_loader(sc: LoaderScenario):
                              loader_config(sc, runtime="main"))
 
 
+@loader_mutant("restore-deferred-to-set-epoch", replaces="loader:main", aims_at="exactly_once")
+class RestoreDeferredToSetEpoch(DynamicBatchLoader):
+    """Applies a loaded state at the next ``set_epoch``, as a wrapper that restores lazily does, and
+    until then reports the state it had before the restore (a fresh loader's). Every restore followed
+    by ``set_epoch`` and ``iter()`` is exact; a checkpoint written right after the restore saves the
+    fresh loader's state, and a restart from that checkpoint starts the run over."""
+
+    _deferred: dict | None = None
+
+    def load_state_dict(self, state):
+        self._deferred = state
+
+    def set_epoch(self, epoch):
+        if self._deferred is not None:
+            state, self._deferred = self._deferred, None
+            super().load_state_dict(state)
+        super().set_epoch(epoch)
+
+
 @loader_mutant("loader-buffer-not-checkpointed", replaces="loader:main")
 class BufferNotCheckpointed(DynamicBatchLoader):
     """The loader's checkpoint leaves out the packer's buffer: samples delivered to the packer but
