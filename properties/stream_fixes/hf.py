@@ -6,7 +6,6 @@ H4's and H9's, fixes to torchdata, in a ``StatefulDataLoader`` subclass that onl
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import replace
 from typing import Iterable
@@ -14,6 +13,7 @@ from typing import Iterable
 from ..targets import hf_iterable
 from ..targets.base import Target
 from ..targets.stream import StreamComponent
+from ..torchdata_h9 import loaded_state
 from .fixset import check_fixes, fixed_target
 
 HF_FIXES: dict[str, str] = {
@@ -408,21 +408,11 @@ def epoch_aware_loader_class():
 
             return self._iterator
 
-        # torchdata 0.11.0 StatefulDataLoader.state_dict (stateful_dataloader.py:415-419), copied; the change is
-        # marked H9.
         def state_dict(self):
-            # H9: between load_state_dict() and the next iter() the state is the loaded one. Released, state_dict()
-            # built the iterator from it at once, starting its workers and their prefetch with the dataset's epoch
-            # of that moment (before the trainer's set_epoch), and __iter__ (397-399) reused that iterator for
-            # whatever epoch the trainer set since: the new epoch was the rest of the broken-off one, H4's order,
-            # or (a state of the epoch the trainer then sets, loaded into a fresh dataset still at epoch 0) the
-            # epoch from its start again. The loaded state is returned as it is and no iterator is built.
-            if "H9" in _fixes_of(self.dataset) and self._iterator is None and self.next_iter_state is not None:
-                return copy.deepcopy(self.next_iter_state)
-            if self._iterator is None:
-                self._iterator = self._get_iterator()
-                self._initial_iter_for_state_dict = True
-            return self._iterator.state_dict()
+            # H9 (properties.torchdata_h9): between load_state_dict() and the next iter() the state is the loaded
+            # one, and no iterator is built.
+            state = loaded_state(self) if "H9" in _fixes_of(self.dataset) else None
+            return state if state is not None else super().state_dict()
 
     return EpochAwareStatefulDataLoader
 

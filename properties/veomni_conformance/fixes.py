@@ -36,6 +36,10 @@ FIXES: dict[str, str] = {
     "V13": "DynamicBatchingSizeDataset.__iter__ starts its upstream lazily (dataset.py:1154-1169): until the first "
            "batch, the upstream's state is the previous iteration's; mark the upstream's iteration pending so its "
            "state reads 'start of this epoch' (dataset.py:977-982, 725-759)",
+    "V15": "(torchdata's H9, reached through VeOmni) DistributedDataloader.state_dict() after load_state_dict() "
+           "and before iterating returns the loaded state instead of building the iterator, so a checkpoint "
+           "written right after a restore starts no workers before the trainer's set_epoch "
+           "(torchdata stateful_dataloader.py:415-419)",
 }
 ALL_FIXES = tuple(FIXES)
 #: fix -> the regression file (tests/regressions/) that pins its finding: an example that fails on
@@ -54,9 +58,10 @@ PINNED: dict[str, str] = {
     "V11": "budget-packer-veomni-9975e069ad.json",
     "V12": "loader_resume-loader_main-veomni-b4c225fb8f.json",
     "V13": "exactly_once-loader_worker-veomni-468453fcdc.json",
+    "V15": "exactly_once-loader_worker-veomni-f24dd8d34b.json",
 }
 #: Findings without a proposed fix patch: finding -> (what fails, the regression file that pins it).
-#: Each fails on VeOmni as shipped, held to its docs and with V1-V13 applied (tests/test_veomni_conformance.py).
+#: Each fails on VeOmni as shipped, held to its docs and with every fix applied (tests/test_veomni_conformance.py).
 UNFIXED: dict[str, tuple[str, str]] = {
     "V14": ("the worker runtime has no length bound: under BaseTrainer's loop (at most train_steps steps an "
             "epoch, the epoch ending early on StopIteration) DP ranks that pack their shards into different "
@@ -68,6 +73,7 @@ FIX_COMPONENTS: dict[str, tuple[str, ...]] = {
     **{f: ("loader:main",) for f in ("V1", "V2", "V3", "V4", "V5", "V12")},
     "V6": ("loader:worker", "loader:multisource"), "V7": ("loader:worker", "loader:multisource"),
     "V8": ("loader:worker", "loader:multisource"), "V13": ("loader:worker", "loader:multisource"),
+    "V15": ("loader:worker", "loader:multisource"),
     **{f: ("loader:multisource",) for f in ("V9", "V10")},
     "V11": ("packer",),
 }
@@ -170,4 +176,4 @@ def fixed() -> Target:
         # Never undone: forked workers and later loaders must see the fixes.
         _PERMANENT.append(_activate(ALL_FIXES))
     return Target(name="veomni-fixed", components=documented_components(fixed_loaders()),
-                  description="VeOmni 0.1.12 with the report's proposed fixes V1-V13 patched in (D1-D4 not drawn)")
+                  description="VeOmni 0.1.12 with the report's proposed fixes V1-V13 and V15 patched in (D1-D4 not drawn)")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
+from ..torchdata_h9 import loaded_state
+
 ACTIVE: set[str] = set()
 
 
@@ -319,6 +321,13 @@ def get_samples_v12(self, n_token_per_iter: int, force: bool = True, physical_to
     return samples
 
 
+def state_dict_v15(self):
+    # V15: torchdata's H9 reached through VeOmni's DistributedDataloader (properties.torchdata_h9); set on the
+    # subclass only while active, so super() is torchdata's StatefulDataLoader.state_dict as released.
+    state = loaded_state(self)
+    return state if state is not None else super(_distributed_dataloader(), self).state_dict()
+
+
 def patch_list() -> list[tuple[Any, str, Any]]:
     db, ds, sampler = veomni_modules()
     loader, wrapper, wmsd = db.DynamicBatchSizeDataLoader, ds._MapStyleSamplerWrapper, ds.WeightedMultiSourceDataset
@@ -338,8 +347,17 @@ def patch_list() -> list[tuple[Any, str, Any]]:
     ]
 
 
+def _distributed_dataloader():
+    veomni_modules()
+    from veomni.data.data_loader import DistributedDataloader
+
+    return DistributedDataloader
+
+
 CONDITIONAL: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "V4": lambda: [(veomni_modules()[2], "__iter__", sampler_iter)],
+    # VeOmni's subclass, not torchdata's class: other StatefulDataLoaders in the process stay as released
+    "V15": lambda: [(_distributed_dataloader(), "state_dict", state_dict_v15)],
     "V7": lambda: [(veomni_modules()[1]._MapStyleSamplerWrapper, "epoch", _shared_epoch("epoch")),
                    (veomni_modules()[1]._MapStyleSamplerWrapper, "_iter",
                     _wrapper_iter_v7(veomni_modules()[1]._MapStyleSamplerWrapper._iter)),

@@ -241,7 +241,7 @@ def table(shipped: dict, documented: dict, fixed: dict, dynbsz: dict, findings: 
 
     cols = [rows(shipped), rows(documented), rows(fixed), rows(dynbsz)]
     keys = [k for k in cols[0] if k[1] != "-"]
-    out = ["| property | component | VeOmni as shipped | held to its docs | with fixes V1-V13 | dynbsz | findings |",
+    out = ["| property | component | VeOmni as shipped | held to its docs | with the fixes | dynbsz | findings |",
            "|---|---|---|---|---|---|---|"]
     for prop, comp in keys:
         out.append(f"| {prop} | {comp} | " + " | ".join(cell(c.get((prop, comp))) for c in cols)
