@@ -103,6 +103,17 @@ def test_finding_is_explained_by_its_fix(fix, file):
     assert with_all.status == "pass", f"{file} still fails with every fix: {with_all.message}"
 
 
+def test_v13_s_fix_covers_a_restored_mixture_state_of_another_epoch():
+    # Found by a campaign on the fixed target with V13 as first proposed: a persistent worker restored with a
+    # state of another epoch (V7 discards it in __iter__) reported it, relabelled with this epoch, until its
+    # first draw; a second restore continued it and the mixture lost that worker's share of the epoch.
+    vc = _vc()
+    entry = corpus.load(CORPUS / "loader_resume-loader_multisource-veomni-f5be5c71cf.json")
+    assert entry["expect"] == {"veomni": "fail"}
+    assert vc.replay_with(entry, [f for f in vc.ALL_FIXES if f != "V13"]).status == "fail"
+    assert vc.replay_with(entry, vc.ALL_FIXES).status == "pass"
+
+
 def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():
     vc = _vc()
     assert set(vc.PINNED) == set(vc.FIXES)

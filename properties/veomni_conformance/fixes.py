@@ -35,7 +35,8 @@ FIXES: dict[str, str] = {
            "check, where the suspended one resumes (dynamic_batching.py:310-311, 398)",
     "V13": "DynamicBatchingSizeDataset.__iter__ starts its upstream lazily (dataset.py:1154-1169): until the first "
            "batch, the upstream's state is the previous iteration's; mark the upstream's iteration pending so its "
-           "state reads 'start of this epoch' (dataset.py:977-982, 725-759)",
+           "state reads 'start of this epoch' (dataset.py:977-982, 725-759); with V7, so does a restored mixture "
+           "state of another epoch until __iter__ discards it",
     "V15": "(torchdata's H9, reached through VeOmni) DistributedDataloader.state_dict() after load_state_dict() "
            "and before iterating returns the loaded state instead of building the iterator, so a checkpoint "
            "written right after a restore starts no workers before the trainer's set_epoch "

@@ -281,7 +281,13 @@ def _wmsd_state(original_state, original_load):
     def state_dict(self):
         state = original_state(self)
         if active("V13"):
-            state["runtime"]["pending"] = bool(self.__dict__.get("_iteration_pending"))
+            pending = bool(self.__dict__.get("_iteration_pending"))
+            if active("V7") and self._just_resumed and self.__dict__.get("_restored_epoch", self._epoch) != self._epoch:
+                # V13 with V7: a restored state of another epoch, which __iter__ will discard, is this epoch's
+                # start until then. Read before that, it was the loaded state relabelled with this epoch, and a
+                # second restore continued it (the multi-source mixture lost a worker's share of the epoch).
+                pending = True
+            state["runtime"]["pending"] = pending
         if active("V7"):
             state["runtime"]["epoch"] = self.__dict__.get("_iter_epoch", self._epoch)
         if active("V9"):
