@@ -23,7 +23,6 @@ import sys
 import time
 import tracemalloc
 import warnings
-from itertools import chain
 
 from dynbsz.costs import TraceMeta, exact_cost
 from dynbsz.datasets import TraceMapDataset
@@ -37,8 +36,7 @@ class WholeStreamSequencerLoader(DynamicBatchLoader):
     """The peer: its sequencer holds every key of the epoch before the first step."""
 
     def _in_sequence(self, it):
-        seq = self._sequencer
-        self._sequencer = Sequencer(list(chain(seq._expected, seq._source)))
+        self._sequencer = Sequencer(list(self._sequencer.unreleased()))
         return super()._in_sequence(it)
 
 

@@ -14,7 +14,8 @@ is full).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Hashable, Iterable, Sized
+from itertools import chain
+from typing import Any, Hashable, Iterable, Iterator, Sized
 
 _END = object()
 
@@ -43,6 +44,11 @@ class Sequencer:
         if self._left is None:
             raise TypeError("this Sequencer reads an iterable without a length; it has none either")
         return self._left
+
+    def unreleased(self) -> Iterator[Hashable]:
+        """The expected keys not released yet, in order (those read, then the rest of ``expected``): what a
+        replacement sequencer takes over. Reads this one's source, so this one is not used after."""
+        return chain(self._expected, self._source)
 
     def _reach(self, key: Hashable) -> bool:
         """Read ``expected`` until ``key`` is among the keys read; False if it ends first."""

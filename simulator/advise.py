@@ -220,6 +220,14 @@ def rank(cands: Sequence[Candidate], horizon_s: float, tie_fraction: float = TIE
             + sorted(rest, key=lambda c: (-score[id(c)], preference(c.loader))))
 
 
+def _distinct_ints(name: str, values: Sequence[int], maximum: int | None = None) -> tuple[int, ...]:
+    """Each value once, in the order given, every one an integer >= 1 (and <= ``maximum``)."""
+    values = tuple(dict.fromkeys(values))
+    for v in values:
+        check_int(name, v, minimum=1, maximum=maximum)
+    return values
+
+
 def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequence[float] = (24.0,),
            memory_cap_tokens: int | None = None, where: str = "trace",
            reorder_buffers: Sequence[int] = REORDER_BUFFERS, lookaheads: Sequence[int] = LOOKAHEADS,
@@ -230,12 +238,9 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     check_int("dp", dp, minimum=1, maximum=1024)
     if memory_cap_tokens is not None:
         check_int("memory_cap_tokens", memory_cap_tokens, minimum=1)
-    reorder_buffers = tuple(dict.fromkeys(reorder_buffers))   # each size once
-    for m in reorder_buffers:
-        check_int("reorder_buffers (multiples of num_workers x prefetch_factor)", m, minimum=1, maximum=1024)
-    lookaheads = tuple(dict.fromkeys(lookaheads))
-    for la in lookaheads:
-        check_int("lookaheads (of order='balanced')", la, minimum=1)
+    reorder_buffers = _distinct_ints("reorder_buffers (multiples of num_workers x prefetch_factor)", reorder_buffers,
+                                     maximum=1024)
+    lookaheads = _distinct_ints("lookaheads (of order='balanced')", lookaheads)
     if isinstance(tie_fraction, bool) or not isinstance(tie_fraction, (int, float)) or not 0 <= tie_fraction < 1:
         raise ConfigError(f"tie_fraction must be a number in [0, 1), got {tie_fraction!r}")
     if not isinstance(deterministic, bool):

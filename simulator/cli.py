@@ -752,11 +752,14 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--memory-cap-tokens", type=int, default=None, metavar="T",
                    help="only configurations whose peak buffered tokens per rank stay within T")
     a.add_argument("--hours", type=parse_hours, default=(24.0,), help="comma-separated hours (default 24)")
-    a.add_argument("--reorder-buffers", default="8", metavar="M[,M...]|none",
-                   help="reorder_buffer sizes searched, as multiples of workers x prefetch (default 8; 'none': "
-                   "no reorder buffer)")
-    a.add_argument("--lookaheads", default="32,64,96", metavar="L[,L...]|none",
-                   help="lookaheads of order='balanced' searched (default 32,64,96: a rarer slow source needs a "
+    from .advise import LOOKAHEADS, REORDER_BUFFERS
+
+    multiples, lookaheads = (",".join(map(str, values)) for values in (REORDER_BUFFERS, LOOKAHEADS))
+    a.add_argument("--reorder-buffers", default=multiples, metavar="M[,M...]|none",
+                   help=f"reorder_buffer sizes searched, as multiples of workers x prefetch (default {multiples}; "
+                   "'none': no reorder buffer)")
+    a.add_argument("--lookaheads", default=lookaheads, metavar="L[,L...]|none",
+                   help=f"lookaheads of order='balanced' searched (default {lookaheads}: a rarer slow source needs a "
                    "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")

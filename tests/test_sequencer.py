@@ -70,6 +70,8 @@ def test_the_sequencer_reads_what_it_expects_only_as_far_as_the_arrivals_reach()
     with pytest.raises(TypeError, match="length"):
         len(seq)
     assert len(Sequencer(range(3))) == 3
+    handed = Sequencer(iter("abcd"))
+    assert handed.arrive("c", 3) == [] and list(handed.unreleased()) == ["a", "b", "c", "d"]
 
 
 def config(**over) -> LoaderConfig:

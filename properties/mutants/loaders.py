@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -298,8 +297,7 @@ class ReorderOverflowReleased(DynamicBatchLoader):
     (``OverflowSequencer``): with torch dispatching out of order, in_order=True is then out of order."""
 
     def _in_sequence(self, it):
-        seq = self._sequencer
-        self._sequencer = OverflowSequencer(chain(seq._expected, seq._source), self.config.reorder_buffer)
+        self._sequencer = OverflowSequencer(self._sequencer.unreleased(), self.config.reorder_buffer)
         return super()._in_sequence(it)
 
 
