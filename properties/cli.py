@@ -3,7 +3,7 @@
     check    --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]   every property that applies
              [--property P] [--component C] [--no-shrink]                   (only these; first failure as found)
     fuzz     --target ... --minutes M [--corpus DIR]                          a long run, saving every failure
-    replay   FILE [--target NAME]                                             one saved failure, exactly
+    replay   FILE [--target NAME] [--runs N]                                  one saved failure (N times)
     mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
     list                                                                      targets, properties, mutants
 
@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="replay one saved failure; exit 1 if it still fails")
     r.add_argument("file")
     r.add_argument("--target", help="replay on this target instead of the one recorded in the file")
+    r.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="replay N times and say how often it reproduced (an example with two or more workers "
+                        "can depend on timing)")
     r.add_argument("--json", action="store_true")
 
     m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
@@ -187,17 +190,28 @@ def cmd_fuzz(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    _check_positive("--runs", args.runs)
     try:
         entry = corpus.load(args.file)
     except corpus.CorpusError as e:
         raise UsageError(str(e)) from None
-    result = corpus.replay(entry, args.target)
+    results = [corpus.replay(entry, args.target) for _ in range(args.runs)]
+    result = next((r for r in results if r.status == "fail"), results[0])
+    failed = sum(r.status == "fail" for r in results)
+    timing = corpus.timing_may_matter(entry)
+    runs = {"runs": args.runs, "failed_runs": failed, "timing_may_matter": timing,
+            "outcome_varied": len({r.status for r in results}) > 1}
     if args.json:
-        _emit({"file": args.file, "target": result.target, **result.to_json()}, True)
+        _emit({"file": args.file, "target": result.target, **result.to_json(), **runs}, True)
     else:
         note = f": {result.message}" if result.message else ""
         print(f"{result.status.upper()} {result.property} [{result.component}] on {result.target}{note}")
-    return 1 if result.status == "fail" else 0
+        if args.runs > 1:
+            varied = "; the outcome depends on timing" if runs["outcome_varied"] else ""
+            print(f"reproduced in {failed} of {args.runs} runs{varied}")
+        elif timing:
+            print("two or more workers: the outcome can depend on timing; --runs N says how often it reproduces")
+    return 1 if failed else 0
 
 
 def cmd_mutants(args) -> int:

@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import suite
 from .profiles import cache_dir
@@ -137,6 +137,29 @@ def replay(entry: dict[str, Any], target: str | None = None) -> Result:
     return replay_example(resolve(name), prop, entry["component"], entry["example"])
 
 
+def timing_may_matter(entry: dict[str, Any]) -> bool:
+    """Whether the example's outcome can depend on timing: a loader scenario with two or more worker
+    processes, where which batches are in flight at a checkpoint (and when a worker's stream ends) is
+    scheduling. Everything else (packers, gates, zero or one worker) replays identically every run."""
+    example = entry.get("example") or {}
+    scenario = example.get("scenario") if isinstance(example, dict) else None
+    return isinstance(scenario, dict) and int(scenario.get("num_workers", 0) or 0) >= 2
+
+
+def replay_until(entry: dict[str, Any], status: str, tries: int, replay_once: Callable[[], Result] | None = None,
+                 ) -> tuple[Result, int]:
+    """Replay until an outcome of ``status`` shows, at most ``tries`` times where timing may matter
+    (once otherwise): (the last result, the runs it took). An existential claim ("this example can
+    fail") is then pinned without flipping: at a per-run miss rate q its false alarm is q**tries."""
+    once = replay_once or (lambda: replay(entry))
+    n = tries if timing_may_matter(entry) else 1
+    for k in range(1, n + 1):
+        result = once()
+        if result.status == status:
+            return result, k
+    return result, n
+
+
 def check_expectations(entry: dict[str, Any]) -> list[tuple[str, str, Result | None, str]]:
     """Replay an entry on every target its ``expect`` names: (target, expected, result, note).
     A target that cannot be resolved here (a user module not installed) gets result None and the reason."""
@@ -152,4 +175,5 @@ def check_expectations(entry: dict[str, Any]) -> list[tuple[str, str, Result | N
 
 
 __all__ = ["CorpusError", "DEFAULT_CORPUS", "FORMAT", "cache_dir", "check_expectations", "entry_for", "failures_dir",
-           "files", "load", "replay", "replay_command", "save"]
+           "files", "load", "replay", "replay_command", "replay_until", "save",
+           "timing_may_matter"]

@@ -30,6 +30,14 @@ pytestmark = pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_lo
 
 CORPUS = Path(__file__).parent / "regressions"
 
+#: Replays of an example with two or more workers depend on timing (which batches are in flight at a
+#: checkpoint, when a worker's stream ends): V8's example passed without V8's fix in 1 of 6 idle runs and in
+#: up to 3 of 8 with three replays side by side. "It fails" is then an existential claim: replayed up to
+#: TRIES times, stopping at the first failure, it misses at a worst measured per-run rate of 3/8 with
+#: probability (3/8)**10 < 6e-5. "It passes" must hold on every one of PASS_RUNS runs.
+TRIES = 10
+PASS_RUNS = 2
+
 
 def _vc():
     from properties import veomni_conformance
@@ -58,7 +66,8 @@ def expect_veomni_bug(name: str, result) -> None:
 
 @pytest.mark.parametrize("fix,file", _pins(), ids=[k for k, _ in _pins()])
 def test_finding_still_fails_on_veomni_as_shipped(fix, file):
-    expect_veomni_bug(fix, corpus.replay(corpus.load(CORPUS / file)))
+    entry = corpus.load(CORPUS / file)
+    expect_veomni_bug(fix, corpus.replay_until(entry, "fail", TRIES)[0])
 
 
 def _unfixed() -> list[tuple[str, str]]:
@@ -75,8 +84,23 @@ def test_finding_without_a_fix_still_fails_on_veomni_as_shipped(finding, file):
     assert entry["target"] == "veomni" and entry["expect"] == {"veomni": "fail", "dynbsz": "pass"}
     assert corpus.replay(entry, "dynbsz").status == "pass"
     # not one of V1-V13's: it fails with every proposed fix applied too
-    assert _vc().replay_with(entry, _vc().ALL_FIXES).status == "fail"
-    expect_veomni_bug(finding, corpus.replay(entry))
+    assert _fails_with(entry, _vc().ALL_FIXES).status == "fail"
+    expect_veomni_bug(finding, corpus.replay_until(entry, "fail", TRIES)[0])
+
+
+def _fails_with(entry, fixes):
+    """The example fails with these fixes in at least one of TRIES runs (once, where timing cannot matter)."""
+    return corpus.replay_until(entry, "fail", TRIES, lambda: _vc().replay_with(entry, fixes))[0]
+
+
+def _passes_with(entry, fixes):
+    """The example passes with these fixes on every one of PASS_RUNS runs: the first other outcome."""
+    runs = PASS_RUNS if corpus.timing_may_matter(entry) else 1
+    for _ in range(runs):
+        result = _vc().replay_with(entry, fixes)
+        if result.status != "pass":
+            return result
+    return result
 
 
 def test_only_a_replay_that_ran_and_failed_counts_as_the_pinned_bug():
@@ -97,9 +121,10 @@ def test_finding_is_explained_by_its_fix(fix, file):
     vc = _vc()
     entry = corpus.load(CORPUS / file)
     assert entry["target"] == "veomni" and entry["expect"]["veomni"] == "fail"
-    without = vc.replay_with(entry, [f for f in vc.ALL_FIXES if f != fix])
-    assert without.status == "fail", f"{file} passes without {fix}: the fix is not what it needs ({without.message})"
-    with_all = vc.replay_with(entry, vc.ALL_FIXES)
+    without = _fails_with(entry, [f for f in vc.ALL_FIXES if f != fix])
+    assert without.status == "fail", (f"{file} passes without {fix} in every one of up to {TRIES} runs: the fix is "
+                                      f"not what it needs ({without.message})")
+    with_all = _passes_with(entry, vc.ALL_FIXES)
     assert with_all.status == "pass", f"{file} still fails with every fix: {with_all.message}"
 
 
@@ -110,8 +135,8 @@ def test_v13_s_fix_covers_a_restored_mixture_state_of_another_epoch():
     vc = _vc()
     entry = corpus.load(CORPUS / "loader_resume-loader_multisource-veomni-f5be5c71cf.json")
     assert entry["expect"] == {"veomni": "fail"}
-    assert vc.replay_with(entry, [f for f in vc.ALL_FIXES if f != "V13"]).status == "fail"
-    assert vc.replay_with(entry, vc.ALL_FIXES).status == "pass"
+    assert _fails_with(entry, [f for f in vc.ALL_FIXES if f != "V13"]).status == "fail"
+    assert _passes_with(entry, vc.ALL_FIXES).status == "pass"
 
 
 def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():

@@ -1,0 +1,102 @@
+"""Run the verdict tests many times and report every test whose outcome ever changed.
+
+    python -m ci.flips                       # 20 runs of every finding pin, fixed target and mutant test
+    python -m ci.flips --reps 5 -k V8        # a quick look at a few
+    python -m ci.flips --json out.json       # the per-test outcome counts as a document
+
+A verdict that flips (a pinned finding that sometimes passes, a mutant that is sometimes caught)
+teaches everyone to rerun until green, so the goal is 0 flips. Each run is one pytest process over
+the files below (their own xdist workers with ``-n``), its outcomes read from its JUnit XML; a test
+whose outcomes over the runs are not all the same is a flip. Not part of the default suite: 20 runs
+take about as long as 20 suites of these files. Run it on a quiet machine (timing benchmarks aside,
+load is what makes a timing-dependent test flip, so a busy machine is the harsher trial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The tests whose outcome is a verdict about someone's code: finding pins (as shipped, without their own
+#: fix, with every fix), the fixed targets, the corpus replays, and the mutant kills.
+VERDICT_FILES = (
+    "tests/test_veomni_conformance.py",
+    "tests/test_litdata_conformance.py",
+    "tests/test_hf_conformance.py",
+    "tests/test_properties_regressions.py",
+    "tests/test_packer_mutants.py",
+)
+
+
+def outcomes(junit_xml: Path) -> dict[str, str]:
+    """test id -> passed | failed | error | skipped (an xfail reads as skipped in JUnit XML)."""
+    out = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        status = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                status = {"failure": "failed"}.get(child.tag, child.tag)
+                if child.tag == "skipped" and "xfail" in (child.get("type") or "") + (child.get("message") or ""):
+                    status = "xfailed"
+        out[name] = status
+    return out
+
+
+def flips(runs: list[dict[str, str]]) -> dict[str, Counter]:
+    """Tests whose outcome differed between runs (a test missing from a run counts as 'absent')."""
+    names = set().union(*runs) if runs else set()
+    seen: dict[str, Counter] = defaultdict(Counter)
+    for run in runs:
+        for name in names:
+            seen[name][run.get(name, "absent")] += 1
+    return {name: c for name, c in sorted(seen.items()) if len(c) > 1}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ci.flips", description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=20, help="runs of the whole selection (default 20)")
+    p.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the selection")
+    p.add_argument("-n", dest="workers", default="auto", help="pytest-xdist workers per run (default auto)")
+    p.add_argument("--json", dest="json_out", help="write the per-test outcome counts here")
+    p.add_argument("files", nargs="*", help=f"test files (default: {', '.join(VERDICT_FILES)})")
+    args = p.parse_args(argv)
+    if args.reps < 2:
+        p.error(f"--reps must be at least 2 to see a flip, got {args.reps}")
+    files = args.files or list(VERDICT_FILES)
+    runs: list[dict[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="dynbsz-flips-") as tmp:
+        for k in range(args.reps):
+            xml = Path(tmp) / f"run{k}.xml"
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers),
+                   f"--junitxml={xml}", "-o", "addopts=", *files]
+            if args.keyword:
+                cmd += ["-k", args.keyword]
+            subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            if not xml.exists():
+                print(f"run {k + 1}: pytest wrote no report ({' '.join(cmd)})", file=sys.stderr)
+                return 2
+            runs.append(outcomes(xml))
+            print(f"run {k + 1}/{args.reps}: {dict(Counter(runs[-1].values()))}", flush=True)
+    flipped = flips(runs)
+    total = len(set().union(*runs))
+    print(f"{len(flipped)} of {total} tests flipped over {args.reps} runs")
+    for name, counts in flipped.items():
+        print(f"  FLIP {name}: {dict(counts)}")
+    if args.json_out:
+        doc = {"reps": args.reps, "files": files, "keyword": args.keyword, "tests": total,
+               "flipped": {n: dict(c) for n, c in flipped.items()}}
+        Path(args.json_out).write_text(json.dumps(doc, indent=1) + "\n")
+    return 1 if flipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
