@@ -26,7 +26,7 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
-from . import corpus, mutants, profiles, report, suite
+from . import corpus, mutants, profiles, report, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
 from .targets import MUTANT_PREFIX, TargetError, names, resolve
 
@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="Hypothesis example database directory (default: $DYNBSZ_HYPOTHESIS_DB, else "
                              "$XDG_CACHE_HOME/dynbsz-harness/hypothesis); 'none' for no database")
         sp.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
+        trainer_option(sp)
+
+    def trainer_option(sp) -> None:
+        sp.add_argument("--trainer", action="append", dest="trainers", metavar="NAME", choices=tuple(trainers.TRAINERS),
+                        help="drive loaders as this trainer model only (repeatable; allowed values: "
+                             f"{', '.join(trainers.TRAINERS)}; default: every one the target declares)")
 
     c = sub.add_parser("check", help="run every property that applies to a target")
     search_options(c, "ci")
@@ -75,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="replay N times and say how often it reproduced (an example with two or more workers "
                         "can depend on timing)")
     r.add_argument("--json", action="store_true")
+    trainer_option(r)
 
     m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
     m.add_argument("--profile", choices=profiles.PROFILES, default="ci")
@@ -166,7 +173,10 @@ def cmd_check(args) -> int:
     _check_components(target, args.components)
     rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args),
                      shrink=not args.no_shrink)
-    results = [_saved(args, r) for r in run_target(target, rs, args.properties, args.components)]
+    with trainers.only(args.trainers):
+        found = run_target(target, rs, args.properties, args.components)
+    # every failure re-run under every trainer model its component declares, whatever --trainer selected
+    results = [_saved(args, verdicts.classify(target, r)) for r in found]
     _say_where_saved(args, results)
     fmt = report.check_json if args.json else report.check_text
     _emit(fmt(target.name, results, profile=args.profile, seed=args.seed, description=target.description), args.json)
@@ -182,9 +192,10 @@ def cmd_fuzz(args) -> int:
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
     print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}); "
           f"failures go to {_corpus_dir(args)}", file=sys.stderr)
-    result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
-                  database=_database(args), profile=args.profile,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+    with trainers.only(args.trainers):
+        result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
+                      database=_database(args), profile=args.profile,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True))
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
     return 1 if result.failed else 0
 
@@ -195,8 +206,10 @@ def cmd_replay(args) -> int:
         entry = corpus.load(args.file)
     except corpus.CorpusError as e:
         raise UsageError(str(e)) from None
-    results = [corpus.replay(entry, args.target) for _ in range(args.runs)]
+    with trainers.only(args.trainers):
+        results = [corpus.replay(entry, args.target) for _ in range(args.runs)]
     result = next((r for r in results if r.status == "fail"), results[0])
+    result = verdicts.classify(resolve(args.target or entry["target"]), result)
     failed = sum(r.status == "fail" for r in results)
     timing = corpus.timing_may_matter(entry)
     runs = {"runs": args.runs, "failed_runs": failed, "timing_may_matter": timing,
@@ -206,6 +219,8 @@ def cmd_replay(args) -> int:
     else:
         note = f": {result.message}" if result.message else ""
         print(f"{result.status.upper()} {result.property} [{result.component}] on {result.target}{note}")
+        if result.verdict:
+            print(f"class: {result.verdict}; reproduces under trainers: {', '.join(result.trainers) or '-'}")
         if args.runs > 1:
             varied = "; the outcome depends on timing" if runs["outcome_varied"] else ""
             print(f"reproduced in {failed} of {args.runs} runs{varied}")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from . import loader_machine
 from . import loader_props as L
+from . import trainers as T
 from .errors import Unsupported
 from .registry import prop
 from .scenarios import (
@@ -53,6 +54,36 @@ def _supported(component: LoaderComponent, sc: LoaderScenario) -> None:
         raise Unsupported(reason)
 
 
+def _adversarial(component: Any) -> str | None:
+    """The properties that drive the loader through every order its API allows run as the
+    ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
+    if _loader(component):
+        return _loader(component)
+    if "adversarial" not in T.selected(component.trainers):
+        return "runs the adversarial schedule, which --trainer did not select"
+    return None
+
+
+def trainer_kw(component: LoaderComponent, trainer: str, sc: LoaderScenario) -> dict[str, Any]:
+    """What ``trainer`` needs to drive this component on ``sc``: ids, codec, and its epoch bound."""
+    bound = component.steps_per_epoch(sc) if T.needs_epoch_bound(trainer) else None
+    return {**_kw(component), "steps_per_epoch": bound}
+
+
+def real_trainers(component: LoaderComponent) -> tuple[str, ...]:
+    return tuple(t for t in T.selected(component.trainers) if t != "adversarial")
+
+
+def check_trainer_resume(component: LoaderComponent, sc: LoaderScenario, trainer: str, *, ordered: bool) -> None:
+    """Preempt ``trainer`` after the scenario's checkpoint steps (as global steps): what survives must be
+    its uninterrupted run (``ordered``: step for step; else each sample once per epoch)."""
+    kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
+    kw = trainer_kw(component, trainer, sc)
+    if ordered and component.signature is not None:
+        kw["ids_of"] = component.signature   # step ids and budgets compared too, as loader_resume compares them
+    T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=ordered, **kw)
+
+
 def _ids_of(component: LoaderComponent):
     return component.ids_of or L.default_ids_of
 
@@ -61,7 +92,7 @@ def _kw(component: LoaderComponent) -> dict[str, Any]:
     return {"ids_of": _ids_of(component), "codec": component.state_codec}
 
 
-def _promises_order(component: LoaderComponent, in_order: bool) -> bool:
+def promises_order(component: LoaderComponent, in_order: bool) -> bool:
     return component.promises_order if in_order else component.promises_order_under_out_of_order
 
 
@@ -139,12 +170,12 @@ def loader_prop(name: str, *, doc: str, examples: Callable[[LoaderComponent], st
 
 # ---- the properties: (component, example) -> None, raising PropertyViolation -----------------
 
-@loader_prop("loader_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH,
+@loader_prop("loader_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH, not_for=_adversarial,
              doc="resuming reproduces the uninterrupted stream step for step where the loader promises order "
                  "(in_order=True), and delivers each sample exactly once otherwise")
 def loader_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
     _supported(component, sc)
-    if _promises_order(component, sc.in_order):
+    if promises_order(component, sc.in_order):
         L.check_exact_resume(component.make_loader, sc, ids_of=component.signature or _ids_of(component),
                              codec=component.state_codec)
     else:
@@ -152,12 +183,31 @@ def loader_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
         L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
 
 
-@loader_prop("exactly_once", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH,
+@loader_prop("exactly_once", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH, not_for=_adversarial,
              doc="every epoch delivers each sample exactly once, over checkpoint schedules (restores into a fresh "
                  "loader at step 0, mid-epoch, at epoch ends)")
 def exactly_once(component: LoaderComponent, sc: LoaderScenario) -> None:
     _supported(component, sc)
     L.check_exactly_once(component.make_loader, sc, expected=L.expected_epoch_ids(sc), **_kw(component))
+
+
+def _has_real_trainer(component: Any) -> str | None:
+    if _loader(component):
+        return _loader(component)
+    if not real_trainers(component):
+        return (f"the component declares no trainer model but the adversarial schedule (trainers: "
+                f"{', '.join(component.trainers)}), or --trainer selected none of them")
+    return None
+
+
+@loader_prop("trainer_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH, not_for=_has_real_trainer,
+             doc="under every trainer model the loader declares (properties.trainers), preempting the job after the "
+                 "drawn steps and restarting it as that trainer restarts leaves what it trains unchanged: step for "
+                 "step where the loader promises order, each sample once per epoch otherwise")
+def trainer_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, replace(sc, checkpoint_on_resume=False))
+    for trainer in real_trainers(component):
+        check_trainer_resume(component, sc, trainer, ordered=promises_order(component, sc.in_order))
 
 
 @loader_prop("epoch_reshuffle", not_for=_epochs, interesting=L.MULTI_WORKER,
@@ -207,7 +257,7 @@ def reorder_exact(component: LoaderComponent, sc: LoaderScenario) -> None:
                           codec=component.state_codec)
 
 
-@prop("loader_stateful", kinds=LOADER, not_for=_loader, cost=STATEFUL_COST, machine=loader_machine.machine_for,
+@prop("loader_stateful", kinds=LOADER, not_for=_adversarial, cost=STATEFUL_COST, machine=loader_machine.machine_for,
       encode=encode_loader_program, decode=decode_loader_program, interesting=L.RESTORE_MID_EPOCH,
       doc="any sequence of steps, checkpoint-and-restore into a fresh loader, dropped iterators and epoch changes "
           "(a Hypothesis state machine) delivers what the uninterrupted run does: step for step in order, each "

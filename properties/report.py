@@ -32,17 +32,22 @@ def check_json(target: str, results: Sequence[Result], *, profile: str, seed: in
 
 def check_text(target: str, results: Sequence[Result], *, profile: str, seed: int, description: str = "") -> str:
     head = f"target {target}" + (f" ({description})" if description else "") + f"; profile {profile}, seed {seed}"
-    rows = [(r.property, r.component, r.status, r.examples, reached_text(r), r.message if r.status == "skip" else "")
-            for r in results]
-    out = [head, _table(("property", "component", "status", "examples", "reached", "note"), rows)]
+    rows = [(r.property, r.component, r.status, r.examples, reached_text(r), r.verdict or "-",
+             ", ".join(r.trainers) or "-", r.message if r.status == "skip" else "") for r in results]
+    out = [head, _table(("property", "component", "status", "examples", "reached", "class", "trainers", "note"), rows)]
     for r in results:
         if r.status == "fail":
-            out.append(f"\nFAIL {r.property} [{r.component}]: {r.message}")
+            out.append(f"\nFAIL {r.property} [{r.component}] ({r.verdict or 'unclassified'}; trainers: "
+                       f"{', '.join(r.trainers) or '-'}): {r.message}")
             if r.minimal_example is not None:
                 out.append(f"  minimal example: {json.dumps(r.minimal_example, separators=(',', ':'))}")
             out.append(f"  replay: {r.replay}")
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    classes = {c: sum(r.verdict == c for r in results) for c in ("bug", "contract gap")}
     out.append(f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    if counts["fail"]:
+        out.append(f"failures: {classes['bug']} bugs (a real trainer sees them, or no trainer loop is involved), "
+                   f"{classes['contract gap']} contract gaps (the adversarial schedule alone)")
     return "\n".join(out)
 
 

@@ -71,6 +71,8 @@ class Result:
     file: str | None = None
     flaky: bool = False              # failed, then passed on the same example (timing): not replayable
     coverage: dict | None = None     # properties.coverage.Tally.to_json: what the examples reached
+    verdict: str | None = None       # a failure's class (properties.verdicts): bug, contract gap, ...
+    trainers: tuple[str, ...] = ()   # the trainer models it reproduces under (properties.trainers)
 
     @property
     def saveable(self) -> bool:
@@ -82,7 +84,7 @@ class Result:
         return {"property": self.property, "component": self.component, "status": self.status,
                 "examples": self.examples, "replay": self.replay, "minimal_example": self.minimal_example,
                 "message": self.message, "seed": self.seed, "blob": self.blob, "file": self.file, "flaky": self.flaky,
-                "coverage": self.coverage}
+                "coverage": self.coverage, "class": self.verdict, "trainers": list(self.trainers)}
 
 
 #: Libraries whose per-call log lines (torchdata's in_order=False caveat on every state_dict(),

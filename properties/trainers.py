@@ -17,6 +17,8 @@ sample where the loader promises order, each sample exactly once per epoch other
 
 The models here:
 
+* ``torchdata``: the documented ``StatefulDataLoader`` contract (its README and tutorial): a
+  checkpoint after any step, a fresh loader restored before the next ``iter()`` re-enters that epoch.
 * ``veomni``: VeOmni 0.1.12's ``BaseTrainer.train`` with its ``CheckpointerCallback``.
 * ``adversarial``: every order the loader API allows (``properties.loader_props.run_schedule``:
   restores into fresh loaders at any step, double restores, a checkpoint right after a restore,
@@ -26,6 +28,7 @@ The models here:
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -48,6 +51,7 @@ class TrainerModel:
     cites: str
     summary: str
     run: Callable[..., Transcript]
+    epoch_bound: bool = False     # the trainer bounds an epoch by its own step count (steps_per_epoch)
 
 
 def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
@@ -120,6 +124,53 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
     return Transcript([(epoch, ids) for _, epoch, ids in trained])
 
 
+def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
+                   ids_of=default_ids_of, codec: str = "json", steps_per_epoch: int | None = None) -> Transcript:
+    # torchdata's documented use (stateful_dataloader/README.md "Saving and loading state", v0.11.0, and the
+    # Stateful DataLoader tutorial): state_dict() between steps inside `for batch in dataloader`, and on resume a
+    # freshly built loader gets load_state_dict(state) before `for batch in dataloader` resumes ("state_dict /
+    # load_state_dict ... operate on the previous/next iterator requested from the dataloader"). Across epochs
+    # the trainer calls set_epoch(e) before each epoch's iter(), keeps its epoch counter beside the loader's
+    # state, and on a restart re-enters the saved epoch (which may have nothing left) before moving on.
+    kills = list(sorted(preempt_after))
+    trained: list[Trained] = []
+    checkpoint: tuple[int, int, Any] | None = None     # (global step, epoch, loader state)
+    global_step, start_epoch = 0, 0
+    loader = make(scenario)
+    try:
+        while True:
+            killed = False
+            for epoch in range(start_epoch, scenario.epochs):
+                loader.set_epoch(epoch)
+                taken = 0
+                for step in loader:
+                    global_step += 1
+                    taken += 1
+                    trained.append((global_step, epoch, ids_of(step)))
+                    checkpoint = (global_step, epoch, roundtrip(loader.state_dict(), codec))
+                    if kills and global_step >= kills[0]:
+                        kills.pop(0)
+                        killed = True
+                        break
+                    if steps_per_epoch is not None and taken >= steps_per_epoch:
+                        break
+                if killed:
+                    break
+            if not killed:
+                break
+            loader.close()
+            loader = make(scenario)
+            if checkpoint is None:
+                trained, global_step, start_epoch = [], 0, 0
+                continue
+            global_step, start_epoch, state = checkpoint
+            trained = [t for t in trained if t[0] <= global_step]
+            loader.load_state_dict(state)
+    finally:
+        loader.close()
+    return Transcript([(epoch, ids) for _, epoch, ids in trained])
+
+
 def _adversarial_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
                      ids_of=default_ids_of, codec: str | None = None, steps_per_epoch: int | None = None,
                      ) -> Transcript:
@@ -137,6 +188,16 @@ VEOMNI = TrainerModel(
             "loads the latest, resumes at epoch global_step // train_steps, step global_step % train_steps, "
             "and calls iter() at once when that step is 0",
     run=_veomni_run,
+    epoch_bound=True,
+)
+TORCHDATA = TrainerModel(
+    name="torchdata",
+    cites="torchdata v0.11.0: torchdata/stateful_dataloader/README.md (Saving and loading state); "
+          "docs/source/stateful_dataloader_tutorial.rst",
+    summary="the documented pattern: state_dict() after every step inside `for batch in loader`; a restart "
+            "builds a fresh loader, load_state_dict(), set_epoch(saved epoch) and `for batch in loader` "
+            "re-enters the saved epoch, then moves on",
+    run=_torchdata_run,
 )
 ADVERSARIAL = TrainerModel(
     name="adversarial",
@@ -145,7 +206,7 @@ ADVERSARIAL = TrainerModel(
             "written right after a restore; re-enters the restored epoch",
     run=_adversarial_run,
 )
-TRAINERS: dict[str, TrainerModel] = {t.name: t for t in (VEOMNI, ADVERSARIAL)}
+TRAINERS: dict[str, TrainerModel] = {t.name: t for t in (TORCHDATA, VEOMNI, ADVERSARIAL)}
 
 
 def get(name: str) -> TrainerModel:
@@ -153,6 +214,31 @@ def get(name: str) -> TrainerModel:
         return TRAINERS[name]
     except KeyError:
         raise ValueError(f"--trainer {name!r} is not a trainer model; allowed values: {', '.join(TRAINERS)}") from None
+
+
+def needs_epoch_bound(name: str) -> bool:
+    return get(name).epoch_bound
+
+
+_SELECTED: list[tuple[str, ...] | None] = [None]
+
+
+@contextlib.contextmanager
+def only(names: tuple[str, ...] | None):
+    """Run the properties under these trainer models alone (``--trainer``; None: every one a target declares)."""
+    for name in names or ():
+        get(name)
+    _SELECTED.append(tuple(names) if names else None)
+    try:
+        yield
+    finally:
+        _SELECTED.pop()
+
+
+def selected(declared: tuple[str, ...]) -> tuple[str, ...]:
+    """The declared trainers a run uses now: all of them, or those ``only`` selected."""
+    chosen = _SELECTED[-1]
+    return tuple(declared) if chosen is None else tuple(t for t in declared if t in chosen)
 
 
 def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool) -> str | None:
@@ -176,15 +262,18 @@ def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool) -> 
     return None
 
 
-def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, **kw) -> None:
-    """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains."""
+def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, *, ordered: bool | None = None,
+                **kw) -> None:
+    """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
+    (``ordered``: judged step for step; default: where the scenario is in_order)."""
     plain = trainer.run(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False), **kw)
     resumed = trainer.run(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False),
                           preempt_after=tuple(preempt_after), **kw)
-    why = judge(plain, resumed, in_order=scenario.in_order)
+    why = judge(plain, resumed, in_order=scenario.in_order if ordered is None else ordered)
     if why:
         raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
                                 f"{sorted(preempt_after)}: {why}")
 
 
-__all__ = ["ADVERSARIAL", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge"]
+__all__ = ["ADVERSARIAL", "TORCHDATA", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
+           "needs_epoch_bound", "only", "selected"]

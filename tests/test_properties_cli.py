@@ -70,9 +70,11 @@ def test_table_by_default(capsys, tmp_path):
     code, out, _ = run(capsys, "check", "--target", "mutant:gate-strict-count", "--property", "gate_rule",
                        "--database", "none", "--corpus", str(tmp_path))
     assert code == 1
-    assert out.splitlines()[1].split() == ["property", "component", "status", "examples", "reached", "note"]
-    assert "FAIL gate_rule [gate:fixed]" in out and "replay: python -m properties replay" in out
-    assert "0 passed, 1 failed, 0 skipped" in out
+    assert out.splitlines()[1].split() == ["property", "component", "status", "examples", "reached", "class",
+                                           "trainers", "note"]
+    # a gate's rule is a promise whatever drives it: a bug, under no trainer loop
+    assert "FAIL gate_rule [gate:fixed] (bug; trainers: -)" in out and "replay: python -m properties replay" in out
+    assert "0 passed, 1 failed, 0 skipped" in out and "failures: 1 bugs" in out
 
 
 def test_replay_round_trip(capsys, tmp_path):

@@ -114,7 +114,7 @@ def test_veomni_needs_its_epoch_bound():
 
 
 def test_an_unknown_trainer_names_the_allowed_ones():
-    with pytest.raises(ValueError, match="allowed values: veomni, adversarial"):
+    with pytest.raises(ValueError, match="allowed values: torchdata, veomni, adversarial"):
         trainers.get("lightningg")
 
 
@@ -151,3 +151,20 @@ def test_the_veomni_model_drives_dynbsz_s_loader_through_a_preemption():
     trainers.check_under(trainers.VEOMNI, comp.make_loader, sc, (1, 2), ids_of=comp.ids_of or default_ids_of,
                          steps_per_epoch=50,
                          codec=comp.state_codec)
+
+
+def test_torchdata_checkpoints_every_step_and_a_restart_re_enters_the_saved_epoch():
+    log, t = _run("torchdata", 3, (3,), None)
+    assert log == ["make", "set_epoch(0)", "iter", "next->0.0", "state_dict", "next->0.1", "state_dict", "next->0.2",
+                   "state_dict",
+                   # killed after the epoch's last step: the restored loader re-enters epoch 0, which has nothing left
+                   "close", "make", "load_state_dict(0.3)", "set_epoch(0)", "iter", "next->StopIteration",
+                   "set_epoch(1)", "iter", "next->1.0", "state_dict", "next->1.1", "state_dict", "next->1.2",
+                   "state_dict", "next->StopIteration", "close"]
+    assert [e for e, _ in t.steps] == [0, 0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("preempt", [(1,), (3,), (2, 4)])
+def test_a_correct_loader_survives_every_preemption_under_torchdata(preempt):
+    make = lambda sc: FakeLoader([], 3)  # noqa: E731
+    trainers.check_under(trainers.TORCHDATA, make, _sc(), preempt, ids_of=lambda s: s)

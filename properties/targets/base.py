@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from dynbsz.config import PackerConfig
 
 from ..registry import KINDS
+from ..trainers import TRAINERS, needs_epoch_bound
 
 
 class TargetError(ValueError):
@@ -124,6 +125,10 @@ class LoaderComponent(Component):
                             trainer runs at most ``steps_per_epoch(scenario)`` steps per epoch and
                             ends the epoch early when the loader runs out)
     steps_per_epoch(sc)     the trainer's per-epoch step count, for 'steps_per_epoch'
+    trainers                the trainer models (``properties.trainers``) the loader is used with: the
+                            ``trainer_resume`` property preempts each of them, and a failure of the
+                            adversarial schedule is classified by whether one of them reproduces it
+                            (default: the documented torchdata contract, and the adversarial schedule)
     resumes_dropped_iterator
                             dropping the iterator mid-epoch (and closing the loader) and iterating
                             again continues the epoch with nothing lost or repeated
@@ -152,6 +157,7 @@ class LoaderComponent(Component):
     stopping: tuple[str, ...] = ("max_steps",)
     steps_per_epoch: Callable[[Any], int] | None = None
     resumes_dropped_iterator: bool = False
+    trainers: tuple[str, ...] = ("torchdata", "adversarial")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -173,6 +179,14 @@ class LoaderComponent(Component):
         if bad:
             raise TargetError(f"LoaderComponent {self.name!r}: unknown order or stopping rule {bad[0]!r}; allowed "
                               f"values: orders {', '.join(ORDERS)}; stopping {', '.join(STOPPING_RULES)}")
+        unknown = [t for t in self.trainers if t not in TRAINERS]
+        if unknown or not self.trainers:
+            raise TargetError(f"LoaderComponent {self.name!r}: trainers {unknown[0] if unknown else '()'!r} is not a "
+                              f"trainer model; allowed values: {', '.join(TRAINERS)}")
+        bound = [t for t in self.trainers if needs_epoch_bound(t)]
+        if bound and not callable(self.steps_per_epoch):
+            raise TargetError(f"LoaderComponent {self.name!r}: trainer {bound[0]!r} bounds an epoch by its own step "
+                              "count and needs steps_per_epoch=(scenario -> int)")
         if "steps_per_epoch" in self.stopping and not callable(self.steps_per_epoch):
             raise TargetError(f"LoaderComponent {self.name!r}: stopping rule 'steps_per_epoch' needs "
                               "steps_per_epoch=(scenario -> int)")

@@ -251,7 +251,9 @@ def components() -> tuple[LoaderComponent, ...]:
     # States hold the buffered samples' tensors. A run is bounded the way VeOmni's BaseTrainer.train
     # bounds it: per epoch ``for _ in range(start_step, train_steps)`` around next(), ending the epoch
     # early on StopIteration (veomni/trainer/base.py:937-955); the loaders have no total step bound.
-    common = dict(ids_of=ids_of, state_codec="pickle", stopping=("steps_per_epoch",), steps_per_epoch=train_steps)
+    # Used with VeOmni's own trainer (properties.trainers.VEOMNI) and held to the adversarial schedule too.
+    common = dict(ids_of=ids_of, state_codec="pickle", stopping=("steps_per_epoch",), steps_per_epoch=train_steps,
+                  trainers=("veomni", "adversarial"))
     main = LoaderComponent(
         name="loader:main", runtime="main", make_loader=main_runtime, skew_runner=main_skew_runner,
         fetch_batch_sizes=(1,),
