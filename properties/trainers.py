@@ -174,9 +174,9 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
 def _adversarial_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
                      ids_of=default_ids_of, codec: str | None = None, steps_per_epoch: int | None = None,
                      ) -> Transcript:
-    # A restore into a fresh loader right after each preempted step, re-entering the restored epoch; with
-    # steps_per_epoch, epoch 0 is cut short there (run_schedule's break_after).
-    sc = replace(scenario, checkpoints=tuple(sorted(scenario.checkpoints + tuple(preempt_after))))
+    # A restore into a fresh loader right after each preempted step (and nowhere else), re-entering the restored
+    # epoch; with steps_per_epoch, epoch 0 is cut short there (run_schedule's break_after).
+    sc = replace(scenario, checkpoints=tuple(sorted(preempt_after)), restore_at_epoch_end=False)
     return run_schedule(make, sc, ids_of=ids_of, codec=codec, break_after=steps_per_epoch)
 
 
@@ -266,9 +266,10 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
                 **kw) -> None:
     """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
     (``ordered``: judged step for step; default: where the scenario is in_order)."""
-    plain = trainer.run(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False), **kw)
-    resumed = trainer.run(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False),
-                          preempt_after=tuple(preempt_after), **kw)
+    # The loaders are built from the scenario as drawn (its checkpoint schedule included: a target may refuse
+    # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
+    plain = trainer.run(make, scenario, **kw)
+    resumed = trainer.run(make, scenario, preempt_after=tuple(preempt_after), **kw)
     why = judge(plain, resumed, in_order=scenario.in_order if ordered is None else ordered)
     if why:
         raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
