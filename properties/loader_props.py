@@ -213,14 +213,22 @@ def epoch_boundaries(t: Transcript) -> list[int]:
     return out
 
 
+def with_boundary_restores(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
+                           codec: str | None = None) -> tuple[Transcript, LoaderScenario]:
+    """The uninterrupted run, and the scenario with a restore added exactly at each of its epoch ends
+    (what ``check_exact_resume`` restores at, by default)."""
+    plain = run_schedule(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of,
+                         codec=codec)
+    return plain, replace(scenario, checkpoints=tuple(sorted(scenario.checkpoints + tuple(epoch_boundaries(plain)))))
+
+
 def check_exact_resume(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of,
                        at_boundaries: bool = True, codec: str | None = None) -> None:
     """Restoring at any steps (and, by default, exactly at every epoch boundary) reproduces the
     uninterrupted stream sample for sample."""
-    plain = run_schedule(make, replace(scenario, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of,
-                         codec=codec)
+    plain, with_ends = with_boundary_restores(make, scenario, ids_of=ids_of, codec=codec)
     if at_boundaries:
-        scenario = replace(scenario, checkpoints=tuple(sorted(scenario.checkpoints + tuple(epoch_boundaries(plain)))))
+        scenario = with_ends
     resumed = run_schedule(make, scenario, ids_of=ids_of, codec=codec)
     for k, (a, b) in enumerate(zip(plain.steps, resumed.steps)):
         if a != b:

@@ -67,7 +67,7 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
         raise ValueError(f"trainer 'veomni' bounds an epoch by train_steps: steps_per_epoch must be > 0, "
                          f"got {steps_per_epoch!r}")
     train_steps = steps_per_epoch
-    kills = list(sorted(preempt_after))
+    kills = sorted(preempt_after)
     trained: list[Trained] = []
     checkpoint: tuple[int, Any] | None = None     # (global_step, loader state): the latest one written
     global_step, start_epoch, start_step = 0, 0, 0
@@ -125,14 +125,16 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
 
 
 def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
-                   ids_of=default_ids_of, codec: str = "json", steps_per_epoch: int | None = None) -> Transcript:
+                   ids_of=default_ids_of, codec: str = "json", steps_per_epoch: None = None) -> Transcript:
     # torchdata's documented use (stateful_dataloader/README.md "Saving and loading state", v0.11.0, and the
     # Stateful DataLoader tutorial): state_dict() between steps inside `for batch in dataloader`, and on resume a
     # freshly built loader gets load_state_dict(state) before `for batch in dataloader` resumes ("state_dict /
     # load_state_dict ... operate on the previous/next iterator requested from the dataloader"). Across epochs
     # the trainer calls set_epoch(e) before each epoch's iter(), keeps its epoch counter beside the loader's
-    # state, and on a restart re-enters the saved epoch (which may have nothing left) before moving on.
-    kills = list(sorted(preempt_after))
+    # state, and on a restart re-enters the saved epoch (which may have nothing left) before moving on. It has no
+    # epoch bound of its own (steps_per_epoch is taken for the common signature only), and since it checkpoints
+    # after every step, a kill always has a checkpoint to restart from.
+    kills = sorted(preempt_after)
     trained: list[Trained] = []
     checkpoint: tuple[int, int, Any] | None = None     # (global step, epoch, loader state)
     global_step, start_epoch = 0, 0
@@ -142,17 +144,13 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
             killed = False
             for epoch in range(start_epoch, scenario.epochs):
                 loader.set_epoch(epoch)
-                taken = 0
                 for step in loader:
                     global_step += 1
-                    taken += 1
                     trained.append((global_step, epoch, ids_of(step)))
                     checkpoint = (global_step, epoch, roundtrip(loader.state_dict(), codec))
                     if kills and global_step >= kills[0]:
                         kills.pop(0)
                         killed = True
-                        break
-                    if steps_per_epoch is not None and taken >= steps_per_epoch:
                         break
                 if killed:
                     break
@@ -160,9 +158,6 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
                 break
             loader.close()
             loader = make(scenario)
-            if checkpoint is None:
-                trained, global_step, start_epoch = [], 0, 0
-                continue
             global_step, start_epoch, state = checkpoint
             trained = [t for t in trained if t[0] <= global_step]
             loader.load_state_dict(state)

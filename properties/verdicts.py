@@ -38,9 +38,8 @@ def preemptions_of(component: LoaderComponent, prop: str, scenario):
     restores at every epoch boundary of the uninterrupted run (``check_exact_resume``)."""
     if prop != "loader_resume" or not loader_suite.promises_order(component, scenario.in_order):
         return scenario
-    plain = L.run_schedule(component.make_loader, replace(scenario, checkpoints=(), restore_at_epoch_end=False),
-                           ids_of=component.ids_of or L.default_ids_of, codec=component.state_codec)
-    return replace(scenario, checkpoints=tuple(sorted(scenario.checkpoints + tuple(L.epoch_boundaries(plain)))))
+    return L.with_boundary_restores(component.make_loader, scenario, ids_of=component.ids_of or L.default_ids_of,
+                                    codec=component.state_codec)[1]
 
 
 def reproducing_trainers(component: LoaderComponent, scenario) -> tuple[str, ...]:

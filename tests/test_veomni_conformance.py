@@ -67,7 +67,7 @@ def expect_veomni_bug(name: str, result) -> None:
 @pytest.mark.parametrize("fix,file", _pins(), ids=[k for k, _ in _pins()])
 def test_finding_still_fails_on_veomni_as_shipped(fix, file):
     entry = corpus.load(CORPUS / file)
-    expect_veomni_bug(fix, corpus.replay_until(entry, "fail", TRIES)[0])
+    expect_veomni_bug(fix, corpus.replay_until(entry, "fail", TRIES))
 
 
 def _unfixed() -> list[tuple[str, str]]:
@@ -85,12 +85,12 @@ def test_finding_without_a_fix_still_fails_on_veomni_as_shipped(finding, file):
     assert corpus.replay(entry, "dynbsz").status == "pass"
     # not one of V1-V13's: it fails with every proposed fix applied too
     assert _fails_with(entry, _vc().ALL_FIXES).status == "fail"
-    expect_veomni_bug(finding, corpus.replay_until(entry, "fail", TRIES)[0])
+    expect_veomni_bug(finding, corpus.replay_until(entry, "fail", TRIES))
 
 
 def _fails_with(entry, fixes):
     """The example fails with these fixes in at least one of TRIES runs (once, where timing cannot matter)."""
-    return corpus.replay_until(entry, "fail", TRIES, lambda: _vc().replay_with(entry, fixes))[0]
+    return corpus.replay_until(entry, "fail", TRIES, lambda: _vc().replay_with(entry, fixes))
 
 
 def _passes_with(entry, fixes):
