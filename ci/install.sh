@@ -6,6 +6,8 @@
 #   bash ci/install.sh --veomni   # + VeOmni 0.1.12 (installed --no-deps) and the packages its data code imports
 #   bash ci/install.sh --litdata  # + litdata 0.2.76 (installed --no-deps: its metadata requires torchvision)
 #   bash ci/install.sh --hf       # + Hugging Face datasets (pinned in ci/constraints.txt)
+#   bash ci/install.sh --lightning  # + PyTorch Lightning 2.6.5 with its declared dependencies (the real trainer
+#                                   #   the lightning trainer models are checked against: tests/test_trainers_lightning.py)
 #
 # ci/constraints.txt pins torch==2.13.0, the CPU build on the build machines' disk; without it
 # pip would resolve torch to a multi-GB CUDA build. VeOmni is installed without its own
@@ -21,7 +23,8 @@ for arg in "$@"; do
     --veomni) extras+=(veomni); veomni=1 ;;
     --litdata) extras+=(litdata); litdata=1 ;;
     --hf) extras+=(hf) ;;
-    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf)" >&2; exit 2 ;;
+    --lightning) extras+=(lightning) ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning)" >&2; exit 2 ;;
   esac
 done
 spec="$here"

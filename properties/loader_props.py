@@ -43,6 +43,8 @@ class Transcript:
     """What the consumer saw: per step (epoch, [ids per micro-batch])."""
 
     steps: list[tuple[int, tuple[tuple, ...]]]
+    #: where a trainer model drove the loader in a way that no loader can survive (the trainer's own fault)
+    trainer_faults: tuple[str, ...] = ()
 
     def epoch_ids(self, epoch: int) -> list:
         return [sid for e, mbs in self.steps if e == epoch for mb in mbs for sid in mb]

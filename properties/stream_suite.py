@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import stream_props as S
+from . import trainers as T
 from .errors import Unsupported
 from .registry import prop
 from .stream_scenarios import StreamScenario, decode_stream_scenario, encode_stream_scenario, stream_scenarios
@@ -32,6 +33,42 @@ def _stream(component: Any) -> str | None:
         return ("a stream property needs a properties.targets.stream.StreamComponent; "
                 f"{getattr(component, 'name', '?')} is a plain Component")
     return None
+
+
+def _adversarial(component: Any) -> str | None:
+    """The properties that drive the loader through every order its API allows run as the
+    ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
+    if _stream(component):
+        return _stream(component)
+    if "adversarial" not in T.selected(component.trainers):
+        return "runs the adversarial schedule, which --trainer did not select"
+    return None
+
+
+def real_trainers(component: StreamComponent) -> tuple[str, ...]:
+    return tuple(t for t in T.selected(component.trainers) if t != "adversarial")
+
+
+def trainer_kw(component: StreamComponent, trainer: str, sc: StreamScenario) -> dict:
+    """What ``trainer`` needs to drive this component on ``sc``: one micro-batch of ids a step, the
+    state codec, and for Lightning the scenario's early break as ``limit_train_batches`` (which bounds
+    every epoch, not only the first)."""
+    kw = {"ids_of": lambda batch: (tuple(component.ids_of(batch)),), "codec": component.state_codec}
+    if trainer.startswith("lightning"):
+        kw["limit_train_batches"] = sc.break_after
+    return kw
+
+
+def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer: str) -> None:
+    """Preempt ``trainer`` after the scenario's checkpoint batches (as global steps): what survives
+    must be its uninterrupted run, batch for batch where the loader promises an exact resume, each
+    sample once per epoch where it promises that."""
+    level, reason = component.resume_promise(sc)
+    if level == "none":
+        raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
+    kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
+    T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=level == "exact",
+                  **trainer_kw(component, trainer, sc))
 
 
 def _kw(component: StreamComponent) -> dict:
@@ -73,7 +110,7 @@ def _mixture(component: Any) -> str | None:
 
 # ---- the properties --------------------------------------------------------------------------
 
-@stream_prop("stream_resume", examples=stream_scenarios,
+@stream_prop("stream_resume", examples=stream_scenarios, not_for=_adversarial,
              doc="a resume (at batch 0, mid-epoch, twice, exactly at an epoch end, on the next epoch's first batch, "
                  "after the loop broke early, each perhaps followed at once by a checkpoint of the restored loader) "
                  "continues the uninterrupted stream batch for batch where the loader "
@@ -89,7 +126,7 @@ def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
 
 
-@stream_prop("stream_exactly_once", examples=lambda c: stream_scenarios(c, mix=None if len(_no_parallel(c)) > 1
+@stream_prop("stream_exactly_once", not_for=_adversarial, examples=lambda c: stream_scenarios(c, mix=None if len(_no_parallel(c)) > 1
                                                                         else _no_parallel(c)[0]),
              doc="every epoch delivers each of the rank's samples at most once and leaves out no more than the loader "
                  "documents (drop_last), over checkpoint schedules and an epoch after an early break")
@@ -135,3 +172,22 @@ def stream_dp_shards(component: StreamComponent, sc: StreamScenario) -> None:
 def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
     S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_kw(component))
+
+
+def _has_real_trainer(component: Any) -> str | None:
+    if _stream(component):
+        return _stream(component)
+    if not real_trainers(component):
+        return (f"the component declares no trainer model but the adversarial schedule (trainers: "
+                f"{', '.join(component.trainers)}), or --trainer selected none of them")
+    return None
+
+
+@stream_prop("stream_trainer_resume", not_for=_has_real_trainer, examples=stream_scenarios,
+             doc="under every trainer model the loader declares (properties.trainers), preempting the job after the "
+                 "drawn batches and restarting it as that trainer restarts leaves what it trains unchanged: batch for "
+                 "batch where the loader promises an exact resume, each sample once per epoch where it promises that")
+def stream_trainer_resume(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    for trainer in real_trainers(component):
+        check_trainer_resume(component, sc, trainer)

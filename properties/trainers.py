@@ -29,11 +29,13 @@ The models here:
 from __future__ import annotations
 
 import contextlib
+import functools
+import pickle
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .errors import PropertyViolation
+from .errors import PropertyViolation, Unsupported
 from .loader_props import Transcript, default_ids_of, roundtrip, run_schedule
 from .scenarios import LoaderScenario
 
@@ -166,6 +168,212 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
     return Transcript([(epoch, ids) for _, epoch, ids in trained])
 
 
+def _sized_len(loader: Any) -> int | None:
+    # lightning.fabric.utilities.data.sized_len on the object the user hands Lightning: an adapter's wrapped
+    # loader (``.dl``, properties.loader_targets.DelegatingLoader) where it has one, else the loader itself
+    target = getattr(loader, "dl", loader)
+    try:
+        return len(target)
+    except (TypeError, NotImplementedError):
+        return None
+
+
+class _LightningFetcher:
+    """lightning 2.6.5 pytorch/loops/fetchers.py _PrefetchDataFetcher(prefetch_batches=1): ``length``
+    is min(len(loader), limit_train_batches) (or the limit alone for an unsized loader); with a
+    length it fetches on demand and is done after ``length`` batches, never asking the iterator for
+    the StopIteration; without one it keeps one batch fetched ahead to know the last batch."""
+
+    def __init__(self, loader: Any, limit: int | None):
+        n = _sized_len(loader)
+        self.length = (min(n, limit) if limit is not None else n) if n is not None else limit
+        self.iterator, self.ahead, self.fetched, self.done = None, [], 0, False
+
+    def iter(self, loader: Any) -> None:
+        self.iterator = iter(loader)
+        self.fetched, self.ahead, self.done = 0, [], self.length == 0
+        if self.length is None:
+            self.ahead = self._fetch(1)
+
+    def _fetch(self, n: int) -> list:
+        out = []
+        for _ in range(n):
+            try:
+                out.append(next(self.iterator))
+            except StopIteration:
+                self.done = True
+                break
+            self.fetched += 1
+            if self.length is not None:
+                self.done = self.fetched >= self.length
+        return out
+
+    def next(self) -> Any:
+        if self.ahead:
+            batch = self.ahead.pop(0)
+            self.ahead = self._fetch(1)
+            self.done = not self.ahead
+            return batch
+        if self.done:
+            raise StopIteration
+        got = self._fetch(1)
+        if not got:
+            raise StopIteration
+        return got[0]
+
+
+def _lightning_fault(fetcher: _LightningFetcher, last: bool) -> str | None:
+    """What a restart from a step checkpoint written now does wrong with any loader, even one that
+    resumes exactly (checked on real Lightning with torchdata's StatefulDataLoader:
+    tests/test_trainers_lightning.py)."""
+    if fetcher.ahead:
+        return ("Lightning had fetched the next batch ahead (an unsized loader, fetchers.py _PrefetchDataFetcher), "
+                "so the loader's state counts a batch the trainer never trained and a resume skips it")
+    if last and fetcher.length is not None:
+        return ("the epoch's last batch of a known length (len() or limit_train_batches): Lightning never asked "
+                "the iterator for its StopIteration, and resumes the next epoch on the iterator made right after "
+                "load_state_dict (RESTARTED_ON_LAST, no fresh iter()), which an exactly resuming loader fills "
+                "with what was left of the old epoch: nothing, or the rest the limit cut short")
+    return None
+
+
+def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
+                   ids_of=default_ids_of, codec: str = "pickle", steps_per_epoch: None = None,
+                   limit_train_batches: int | None = None, every_n_train_steps: int = 0) -> Transcript:
+    # Mirrors lightning 2.6.5 (paths under src/lightning/): one trainer.fit() per job, max_epochs =
+    # scenario.epochs, max_steps=-1. pytorch/loops/fit_loop.py:208-217, 276 (setup_data: the fit's one iter()
+    # before its first epoch), 443-445 (on_advance_start: set_epoch(epoch_progress.processed), which Lightning
+    # calls on the loader's sampler: fabric/utilities/data.py:415-436; the adapters' set_epoch is that hook),
+    # training_epoch_loop.py:245-246 (every later epoch: iter() after set_epoch), 249 (a resumed epoch fetches
+    # only the batches not yet done), fetchers.py (the fetcher above). Checkpoints (ModelCheckpoint,
+    # callbacks/model_checkpoint.py): every_n_train_steps > 0 saves at on_train_batch_end and then not at
+    # epoch ends; 0 (its default, no validation) saves at on_train_epoch_end, after processed += 1. The
+    # loader's state_dict() is taken at the save (fit_loop.py:520-525). Resume (fit_loop.py:133-140, 272,
+    # 552-556, 346-418): the state is loaded, before the fit's iter(), only when the checkpoint's epoch is
+    # unfinished (ready or started != processed): an epoch-end checkpoint's loader state is never loaded, and
+    # the job starts epoch processed with a fresh loader; a step checkpoint at the epoch's last batch has
+    # processed bumped on reset and its next epoch draws from the iterator made right after the load.
+    kills = sorted(preempt_after)
+    trained: list[Trained] = []
+    # (global step, processed epochs, batches done in the unfinished epoch or None when finished, state,
+    # what Lightning itself gets wrong when it restarts from this checkpoint)
+    checkpoint: tuple[int, int, int | None, Any, str | None] | None = None
+    faults: list[str] = []
+    global_step, processed, done_in_epoch, state = 0, 0, 0, None
+    loader = make(scenario)
+    try:
+        while True:
+            fetcher = _LightningFetcher(loader, limit_train_batches)
+            if state is not None:
+                loader.load_state_dict(state)
+            fetcher.iter(loader)
+            first, killed = True, False
+            while processed < scenario.epochs:
+                epoch = processed
+                loader.set_epoch(epoch)
+                if not first:
+                    fetcher.iter(loader)
+                ready = done_in_epoch if first else 0
+                if fetcher.length is not None and ready:
+                    fetcher.fetched = ready   # training_epoch_loop.py:249: fetched starts at the batches done
+                    fetcher.done = fetcher.fetched >= fetcher.length
+                first = False
+                while not fetcher.done or fetcher.ahead:
+                    try:
+                        batch = fetcher.next()
+                    except StopIteration:
+                        break
+                    global_step += 1
+                    ready += 1
+                    trained.append((global_step, epoch, ids_of(batch)))
+                    last = fetcher.done and not fetcher.ahead
+                    if every_n_train_steps and global_step % every_n_train_steps == 0:
+                        # is_last_batch: reset() counts the epoch processed and the next job starts the next one
+                        checkpoint = (global_step, epoch + 1 if last else epoch, None if last else ready,
+                                      roundtrip(loader.state_dict(), codec), _lightning_fault(fetcher, last))
+                    if kills and global_step >= kills[0]:
+                        kills.pop(0)
+                        killed = True
+                        break
+                if killed:
+                    break
+                processed += 1
+                done_in_epoch = 0
+                if not every_n_train_steps:
+                    checkpoint = (global_step, processed, None, roundtrip(loader.state_dict(), codec), None)
+            if not killed:
+                break
+            fetcher = None
+            loader.close()
+            loader = make(scenario)
+            if checkpoint is None:
+                trained, global_step, processed, done_in_epoch, state = [], 0, 0, 0, None
+                continue
+            global_step, processed, unfinished, saved, fault = checkpoint
+            if fault and processed < scenario.epochs:
+                faults.append(f"restarted from the checkpoint after global step {global_step}: {fault}")
+            trained = [t for t in trained if t[0] <= global_step]
+            done_in_epoch = unfinished or 0
+            # restarting = epoch_unfinished (fit_loop.py:133-140): a finished epoch's loader state is not loaded,
+            # except a step checkpoint at the last batch (RESTARTED_ON_LAST: its counters show it unfinished)
+            state = saved if unfinished is not None or every_n_train_steps else None
+    finally:
+        loader.close()
+    return Transcript([(epoch, ids) for _, epoch, ids in trained], trainer_faults=tuple(faults))
+
+
+def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
+                    ids_of=default_ids_of, codec: str = "pickle", steps_per_epoch: None = None,
+                    training_steps: int | None = None, interval: int = 1) -> Transcript:
+    # Mirrors torchtitan 0.3.0: trainer.py Trainer.train (load, then a lazy batch_generator: iter() at the first
+    # next(); `while self.step < training.steps: self.step += 1; train_step; checkpointer.save(self.step)`; a
+    # StopIteration becomes DataloaderExhaustedError and ends training without a save), no epochs and no
+    # set_epoch: one iter() per job. components/checkpointer (DCP): save when step % interval == 0 (the last
+    # step's save is model-only: no loader state); a job that finds a checkpoint loads it before anything
+    # else, and DCP's load asks the Stateful for state_dict() as a template before load_state_dict()
+    # (torch/distributed/checkpoint/state_dict_loader.py); components/dataloader.py pickles the loader's
+    # state per DP rank. The run is the loader's first pass: the transcript's steps are all epoch 0.
+    kills = sorted(preempt_after)
+    trained: list[Trained] = []
+    checkpoint: tuple[int, bytes] | None = None
+    step = 0
+    loader = make(scenario)
+    try:
+        while True:
+            it, killed = None, False
+            while training_steps is None or step < training_steps:
+                step += 1
+                try:
+                    if it is None:
+                        it = iter(loader)
+                    batch = next(it)
+                except StopIteration:
+                    break   # "Ran out of data; last step was canceled.": neither trained nor saved
+                trained.append((step, 0, ids_of(batch)))
+                last = training_steps is not None and step == training_steps
+                if interval and step % interval == 0 and not last:
+                    checkpoint = (step, pickle.dumps(roundtrip(loader.state_dict(), codec)))
+                if kills and step >= kills[0]:
+                    kills.pop(0)
+                    killed = True
+                    break
+            if not killed:
+                break
+            it = None
+            loader.close()
+            loader = make(scenario)
+            if checkpoint is None:
+                trained, step = [], 0
+                continue
+            step, blob = checkpoint
+            trained = [t for t in trained if t[0] <= step]
+            loader.state_dict()
+            loader.load_state_dict(pickle.loads(blob))
+    finally:
+        loader.close()
+    return Transcript([(epoch, ids) for _, epoch, ids in trained])
+
+
 def _adversarial_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
                      ids_of=default_ids_of, codec: str | None = None, steps_per_epoch: int | None = None,
                      ) -> Transcript:
@@ -201,7 +409,41 @@ ADVERSARIAL = TrainerModel(
             "written right after a restore; re-enters the restored epoch",
     run=_adversarial_run,
 )
-TRAINERS: dict[str, TrainerModel] = {t.name: t for t in (TORCHDATA, VEOMNI, ADVERSARIAL)}
+_LIGHTNING_CITES = ("lightning 2.6.5 (be98784a), src/lightning/: pytorch/loops/fit_loop.py:133-140, 208-217, 272, 276, "
+                    "346-418, 443-445, 520-530, 552-556; pytorch/loops/training_epoch_loop.py:245-249; "
+                    "pytorch/loops/fetchers.py; pytorch/callbacks/model_checkpoint.py; fabric/utilities/data.py:415-436")
+LIGHTNING = TrainerModel(
+    name="lightning",
+    cites=_LIGHTNING_CITES,
+    summary="Trainer.fit with ModelCheckpoint's default (a checkpoint at every on_train_epoch_end): the fit's "
+            "iter() before set_epoch in its first epoch, set_epoch then iter() later; an epoch of min(len, "
+            "limit_train_batches) batches, abandoned without a StopIteration when the length is known, one "
+            "batch fetched ahead when not; a restart from an epoch-end checkpoint never loads the loader's "
+            "state and starts the next epoch on a fresh loader",
+    run=_lightning_run,
+)
+LIGHTNING_STEPS = TrainerModel(
+    name="lightning-steps",
+    cites=_LIGHTNING_CITES,
+    summary="Trainer.fit with ModelCheckpoint(every_n_train_steps=1): a checkpoint at every on_train_batch_end "
+            "and none at epoch ends; a restart loads the loader's state before the fit's iter(), re-enters an "
+            "unfinished epoch for its remaining batches, and after a checkpoint at an epoch's last batch "
+            "starts the next epoch on the iterator made right after the load",
+    run=functools.partial(_lightning_run, every_n_train_steps=1),
+)
+TORCHTITAN = TrainerModel(
+    name="torchtitan",
+    cites="torchtitan 0.3.0: torchtitan/trainer.py (Trainer.train, batch_generator, should_continue_training); "
+          "components/checkpointer/dcp.py (_should_save, load); components/dataloader.py "
+          "(ParallelAwareDataloader.state_dict / load_state_dict); torch 2.13 "
+          "distributed/checkpoint/state_dict_loader.py",
+    summary="no epochs: one iter() per job, created at the first next(); a checkpoint every step (interval=1) "
+            "through DCP; a restart asks state_dict() then load_state_dict() before anything else; "
+            "running out of data ends training",
+    run=_torchtitan_run,
+)
+TRAINERS: dict[str, TrainerModel] = {t.name: t for t in (TORCHDATA, LIGHTNING, LIGHTNING_STEPS, TORCHTITAN,
+                                                        VEOMNI, ADVERSARIAL)}
 
 
 def get(name: str) -> TrainerModel:
@@ -265,11 +507,14 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
     plain = trainer.run(make, scenario, **kw)
     resumed = trainer.run(make, scenario, preempt_after=tuple(preempt_after), **kw)
+    if resumed.trainer_faults:
+        raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
+                          f"{resumed.trainer_faults[0]}")
     why = judge(plain, resumed, in_order=scenario.in_order if ordered is None else ordered)
     if why:
         raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
                                 f"{sorted(preempt_after)}: {why}")
 
 
-__all__ = ["ADVERSARIAL", "TORCHDATA", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
+__all__ = ["ADVERSARIAL", "LIGHTNING", "LIGHTNING_STEPS", "TORCHDATA", "TORCHTITAN", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
            "needs_epoch_bound", "only", "selected"]

@@ -1,7 +1,11 @@
 """Trainer models (properties/trainers.py): each drives a loader with its trainer's exact calls.
 
-The expected call sequences below are written from VeOmni 0.1.12's source (trainer/base.py:850-857,
-926-970; trainer/callbacks/checkpoint_callback.py:46-57, 86-115), not from the model's code."""
+The expected call sequences below are written from each trainer's source, not from the model's code:
+VeOmni 0.1.12 (trainer/base.py:850-857, 926-970; trainer/callbacks/checkpoint_callback.py:46-57, 86-115),
+torchtitan 0.3.0 (trainer.py Trainer.train and batch_generator; components/checkpointer/dcp.py; DCP's
+load in torch/distributed/checkpoint/state_dict_loader.py) and Lightning 2.6.5 (loops/fit_loop.py,
+loops/training_epoch_loop.py, loops/fetchers.py); the Lightning models are also compared with the real
+Lightning in tests/test_trainers_lightning.py."""
 
 from __future__ import annotations
 
@@ -114,7 +118,7 @@ def test_veomni_needs_its_epoch_bound():
 
 
 def test_an_unknown_trainer_names_the_allowed_ones():
-    with pytest.raises(ValueError, match="allowed values: torchdata, veomni, adversarial"):
+    with pytest.raises(ValueError, match="allowed values: torchdata, lightning, lightning-steps, torchtitan, veomni, adversarial"):
         trainers.get("lightningg")
 
 
@@ -168,3 +172,64 @@ def test_torchdata_checkpoints_every_step_and_a_restart_re_enters_the_saved_epoc
 def test_a_correct_loader_survives_every_preemption_under_torchdata(preempt):
     make = lambda sc: FakeLoader([], 3)  # noqa: E731
     trainers.check_under(trainers.TORCHDATA, make, _sc(), preempt, ids_of=lambda s: s)
+
+
+class SizedFake(FakeLoader):
+    def __len__(self):
+        return self.n
+
+
+def test_torchtitan_iterates_once_lazily_and_restarts_with_dcp_template_then_load():
+    # Trainer.train: checkpointer.load() first, then the batch generator's iter() at the first next(); every
+    # step saves (interval 1); DCP's load asks state_dict() for a template before load_state_dict(); no
+    # set_epoch anywhere, and running out of data ends training (the run is epoch 0 only).
+    log, t = _run("torchtitan", 3, (2,), None)
+    assert log == ["make", "iter", "next->0.0", "state_dict", "next->0.1", "state_dict", "close",
+                   "make", "state_dict", "load_state_dict(0.2)", "iter", "next->0.2", "state_dict",
+                   "next->StopIteration", "close"]
+    assert [e for e, _ in t.steps] == [0, 0, 0]
+
+
+def test_torchtitan_saves_no_loader_state_at_its_last_step():
+    # dcp.py: the last step's save is model-only (last_save_model_only=True): no state_dict() of the loader
+    log = []
+    trainers.get("torchtitan").run(lambda sc: FakeLoader(log, 5), _sc(1), ids_of=lambda s: s, training_steps=2)
+    assert log == ["make", "iter", "next->0.0", "state_dict", "next->0.1", "close"]
+
+
+def test_lightning_first_epoch_of_a_fit_iterates_before_set_epoch_and_never_asks_a_sized_loader_to_stop():
+    # fit_loop.py setup_data: iter() once before the epochs; on_advance_start: set_epoch(processed); later
+    # epochs: set_epoch then iter() (training_epoch_loop.py on_run_start). Sized: the fetcher is done after
+    # len() batches, so no next() sees the StopIteration. ModelCheckpoint's default: a save at each epoch end.
+    log = []
+    trainers.get("lightning").run(lambda sc: SizedFake(log, 2), _sc(2), ids_of=lambda s: s)
+    assert log == ["make", "iter", "set_epoch(0)", "next->0.0", "next->0.1", "state_dict",
+                   "set_epoch(1)", "iter", "next->1.0", "next->1.1", "state_dict", "close"]
+
+
+def test_lightning_never_loads_an_epoch_end_checkpoints_loader_state():
+    # fit_loop.py restarting setter: the epoch of an on_train_epoch_end checkpoint is finished, so the
+    # loader's saved state is not loaded; the job starts the next epoch on the freshly built loader
+    log = []
+    trainers.get("lightning").run(lambda sc: SizedFake(log, 2), _sc(2), preempt_after=(3,), ids_of=lambda s: s)
+    i = log.index("close")
+    assert log[i:] == ["close", "make", "iter", "set_epoch(1)", "next->1.0", "next->1.1", "state_dict", "close"]
+
+
+def test_lightning_steps_resumes_mid_epoch_for_the_remaining_batches_only():
+    # every_n_train_steps=1: a save at every on_train_batch_end; resume: load_state_dict, iter(), then
+    # set_epoch(processed); the fetcher starts at the batches already done (training_epoch_loop.py:249)
+    log = []
+    trainers.get("lightning-steps").run(lambda sc: SizedFake(log, 3), _sc(1), preempt_after=(1,), ids_of=lambda s: s)
+    i = log.index("close")
+    assert log[i:] == ["close", "make", "load_state_dict(0.1)", "iter", "set_epoch(0)", "next->0.1", "state_dict",
+                       "next->0.2", "state_dict", "close"]
+
+
+def test_lightning_fetches_one_batch_ahead_of_an_unsized_loader():
+    # fetchers.py _PrefetchDataFetcher: without a length, iter() fetches one batch before set_epoch, and
+    # every batch handed out is refilled at once; the StopIteration is seen one batch early
+    log = []
+    trainers.get("lightning").run(lambda sc: FakeLoader(log, 2), _sc(1), ids_of=lambda s: s)
+    assert log == ["make", "iter", "next->0.0", "set_epoch(0)", "next->0.1", "next->StopIteration", "state_dict",
+                   "close"]

@@ -45,6 +45,20 @@ class Component:
             raise TargetError(f"component {self.name!r} has kind={self.kind!r}; allowed values: {', '.join(KINDS)}")
 
 
+def check_trainers(component: Component, *, steps_per_epoch: Any = None) -> None:
+    """A loader or stream component's ``trainers``: known trainer models, at least one, and the epoch
+    bound a model that counts its own steps per epoch needs (``steps_per_epoch``)."""
+    kind = type(component).__name__
+    unknown = [t for t in component.trainers if t not in TRAINERS]
+    if unknown or not component.trainers:
+        raise TargetError(f"{kind} {component.name!r}: trainers {unknown[0] if unknown else '()'!r} is not a "
+                          f"trainer model; allowed values: {', '.join(TRAINERS)}")
+    bound = [t for t in component.trainers if needs_epoch_bound(t)]
+    if bound and not callable(steps_per_epoch):
+        raise TargetError(f"{kind} {component.name!r}: trainer {bound[0]!r} bounds an epoch by its own step "
+                          "count and needs steps_per_epoch=(scenario -> int)")
+
+
 GateSpecs = Callable[[PackerConfig], st.SearchStrategy[dict]]
 MakePacker = Callable[[PackerConfig, dict], Any]
 
@@ -179,14 +193,7 @@ class LoaderComponent(Component):
         if bad:
             raise TargetError(f"LoaderComponent {self.name!r}: unknown order or stopping rule {bad[0]!r}; allowed "
                               f"values: orders {', '.join(ORDERS)}; stopping {', '.join(STOPPING_RULES)}")
-        unknown = [t for t in self.trainers if t not in TRAINERS]
-        if unknown or not self.trainers:
-            raise TargetError(f"LoaderComponent {self.name!r}: trainers {unknown[0] if unknown else '()'!r} is not a "
-                              f"trainer model; allowed values: {', '.join(TRAINERS)}")
-        bound = [t for t in self.trainers if needs_epoch_bound(t)]
-        if bound and not callable(self.steps_per_epoch):
-            raise TargetError(f"LoaderComponent {self.name!r}: trainer {bound[0]!r} bounds an epoch by its own step "
-                              "count and needs steps_per_epoch=(scenario -> int)")
+        check_trainers(self, steps_per_epoch=self.steps_per_epoch)
         if "steps_per_epoch" in self.stopping and not callable(self.steps_per_epoch):
             raise TargetError(f"LoaderComponent {self.name!r}: stopping rule 'steps_per_epoch' needs "
                               "steps_per_epoch=(scenario -> int)")

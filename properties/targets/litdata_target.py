@@ -157,8 +157,12 @@ def dp_loss(sc: StreamScenario):
 
 
 def component() -> StreamComponent:
+    # litdata is Lightning's streaming loader: judged under Lightning's fit loop with its two checkpoint
+    # placements (ModelCheckpoint's default at epoch ends, and every_n_train_steps=1), and held to the
+    # adversarial schedule too. Its README's resume loop (load_state_dict, then iterate) has no epochs.
     return StreamComponent(name="stream:litdata", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
-                           mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss)
+                           mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss,
+                           trainers=("lightning", "lightning-steps", "adversarial"))
 
 
 def target():

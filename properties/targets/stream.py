@@ -15,7 +15,8 @@ their own state, so what they promise differs by configuration; a component says
   same with persistent and non-persistent workers.
 
 Knobs it can run (``mixes``, ``max_workers``, ``persistent``, ``batch_sizes``, ``drop_last``,
-``shuffle``, ``dp``, ``break_early``) bound what the strategy draws; ``unsupported(sc)`` turns a
+``shuffle``, ``dp``, ``break_early``) bound what the strategy draws; ``trainers`` names the trainer
+models (``properties.trainers``) the loader is used with, as ``LoaderComponent.trainers`` does; ``unsupported(sc)`` turns a
 replayed example outside them into a skip that names the knob (``knob_notes`` say why).
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .base import STATE_CODECS, Component, TargetError
+from .base import STATE_CODECS, Component, TargetError, check_trainers
 
 Promise = tuple[Any, str]
 RESUME_LEVELS = ("exact", "once", "none")
@@ -66,6 +67,7 @@ class StreamComponent(Component):
     dp: bool = True
     break_early: bool = True
     knob_notes: Mapping[str, str] = field(default_factory=dict)
+    trainers: tuple[str, ...] = ("torchdata", "adversarial")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,6 +79,7 @@ class StreamComponent(Component):
         for knob in ("mixes", "persistent", "batch_sizes", "drop_last", "shuffle"):
             if not getattr(self, knob):
                 raise TargetError(f"StreamComponent {self.name!r}: {knob} must allow at least one value")
+        check_trainers(self)
 
     def unsupported(self, sc: Any) -> str | None:
         def why(knob: str, value: Any, allowed: str) -> str:

@@ -1,0 +1,99 @@
+"""The ``lightning`` and ``lightning-steps`` trainer models make the same calls on a loader, in the same
+order, and train the same steps, as the real PyTorch Lightning 2.6.5 ``Trainer.fit`` preempted at the
+same global steps (tests/lightning_real.py): the model is checked against the trainer it models, on a
+recording loader, sized and unsized, with and without ``limit_train_batches``."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytorch_lightning", reason="bash ci/install.sh --lightning installs pytorch-lightning 2.6.5")
+
+import torch  # noqa: E402
+from lightning_real import fit  # noqa: E402
+from test_trainers import FakeLoader, _sc  # noqa: E402
+
+from properties import trainers  # noqa: E402
+
+
+class _Sampler:
+    # Lightning calls set_epoch on the loader's sampler (fabric/utilities/data.py _set_sampler_epoch)
+    def __init__(self, owner):
+        self.owner = owner
+
+    def set_epoch(self, epoch):
+        self.owner.set_epoch(epoch)
+
+
+class Recorder(FakeLoader, torch.utils.data.DataLoader):
+    """FakeLoader's calls logged; a DataLoader subclass as real loaders are (Lightning probes a plain
+    iterable with an extra iter() that it never does on a DataLoader)."""
+
+    sampler = property(lambda self: self.__dict__["_sampler"], lambda self, value: None)
+
+    def __init__(self, log, n, sized):
+        torch.utils.data.DataLoader.__init__(self, list(range(n)))
+        FakeLoader.__init__(self, log, n)
+        self.__dict__["_sampler"] = _Sampler(self)
+        self.sized = sized
+
+    def __len__(self):
+        if not self.sized:
+            raise TypeError("an unsized loader")
+        return self.n
+
+
+CASES = [(sized, every, preempt, None) for sized in (True, False) for every in (0, 1)
+         for preempt in ((), (1,), (2,), (3,), (4,), (2, 5))]
+CASES += [(sized, every, preempt, 2) for sized in (True, False) for every in (0, 1) for preempt in ((1,), (2,), (3,), (4,))]
+
+
+@pytest.mark.parametrize("sized,every,preempt,limit", CASES)
+def test_the_lightning_model_calls_and_trains_as_lightning_does(sized, every, preempt, limit):
+    real_log, model_log = [], []
+    real = fit(lambda: Recorder(real_log, 3, sized), epochs=2, preempt_after=preempt, ids_of=lambda b: b,
+               every_n_train_steps=every, limit_train_batches=limit)
+    model = trainers.get("lightning-steps" if every else "lightning").run(
+        lambda sc: Recorder(model_log, 3, sized), _sc(2), preempt_after=preempt, ids_of=lambda b: b,
+        limit_train_batches=limit)
+    assert model_log == real_log
+    assert model.steps == real
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """An unsized stream of 0..n-1 (no __len__: Lightning fetches a batch ahead of it)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+
+def _reference(sized):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return lambda: StatefulDataLoader(list(range(4)) if sized else _Stream(4), batch_size=1)
+
+
+def _model_faults(sized, preempt, limit):
+    class Sized(FakeLoader):
+        def __len__(self):
+            return self.n
+
+    t = trainers.get("lightning-steps").run(lambda sc: (Sized if sized else FakeLoader)([], 4), _sc(2),
+                                            preempt_after=preempt, ids_of=lambda b: b, limit_train_batches=limit)
+    return t.trainer_faults
+
+
+@pytest.mark.parametrize("sized,limit", [(True, None), (True, 1), (True, 2), (True, 3), (False, None), (False, 2)])
+def test_lightning_mis_resumes_torchdatas_own_loader_exactly_where_the_model_names_a_trainer_fault(sized, limit):
+    # torchdata's StatefulDataLoader resumes exactly by its contract; where real Lightning still trains
+    # something else after a preemption, the fault is Lightning's, and the model must say so (its
+    # verdicts skip those schedules rather than blame the loader)
+    ids = lambda b: tuple(b.tolist())  # noqa: E731
+    plain = fit(_reference(sized), epochs=2, ids_of=ids, every_n_train_steps=1, limit_train_batches=limit)
+    for kill in range(1, len(plain) + 1):
+        resumed = fit(_reference(sized), epochs=2, preempt_after=(kill,), ids_of=ids, every_n_train_steps=1,
+                      limit_train_batches=limit)
+        assert (resumed != plain) == bool(_model_faults(sized, (kill,), limit)), (kill, plain, resumed)
