@@ -51,11 +51,13 @@ def real_trainers(component: StreamComponent) -> tuple[str, ...]:
 
 def trainer_kw(component: StreamComponent, trainer: str, sc: StreamScenario) -> dict:
     """What ``trainer`` needs to drive this component on ``sc``: one micro-batch of ids a step, the
-    state codec, and for Lightning the scenario's early break as ``limit_train_batches`` (which bounds
-    every epoch, not only the first)."""
+    state codec, for Lightning the scenario's early break as ``limit_train_batches`` (which bounds
+    every epoch, not only the first), for torchtitan the component's ``training_steps``."""
     kw = {"ids_of": lambda batch: (tuple(component.ids_of(batch)),), "codec": component.state_codec}
     if trainer.startswith("lightning"):
         kw["limit_train_batches"] = sc.break_after
+    if trainer == "torchtitan":
+        kw["training_steps"] = component.training_steps(sc) if component.training_steps else None
     return kw
 
 

@@ -68,6 +68,9 @@ class StreamComponent(Component):
     break_early: bool = True
     knob_notes: Mapping[str, str] = field(default_factory=dict)
     trainers: tuple[str, ...] = ("torchdata", "adversarial")
+    #: a trainer that runs a step budget rather than epochs (torchtitan's training.steps): its budget for a
+    #: scenario; None: until the loader runs out
+    training_steps: Callable[[Any], int | None] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
