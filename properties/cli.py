@@ -268,6 +268,10 @@ COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .targets.torchtitan_target import rerun_in_overlay  # torchtitan runs with its own datasets (its overlay)
+    rerun = rerun_in_overlay(args, argv)
+    if rerun is not None:
+        return rerun
     try:
         with profiles.storage_in_cache():
             return COMMANDS[args.command](args)
