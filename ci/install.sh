@@ -8,6 +8,11 @@
 #   bash ci/install.sh --hf       # + Hugging Face datasets (pinned in ci/constraints.txt)
 #   bash ci/install.sh --lightning  # + PyTorch Lightning 2.6.5 with its declared dependencies (the real trainer
 #                                   #   the lightning trainer models are checked against: tests/test_trainers_lightning.py)
+#   bash ci/install.sh --torchtitan   # + torchtitan 0.3.0 in its own overlay directory (<venv>/overlays/torchtitan, or
+#                                     #   $DYNBSZ_TORCHTITAN_OVERLAY): it needs datasets<4.8.0, this venv keeps 5.2.0, so
+#                                     #   torchtitan, datasets 4.7.0 and what they import at versions the venv lacks go
+#                                     #   there, --no-deps, exact pins, never torch; python -m properties puts the
+#                                     #   overlay first on PYTHONPATH only where it runs the torchtitan target
 #
 # ci/constraints.txt pins torch==2.13.0, the CPU build on the build machines' disk; without it
 # pip would resolve torch to a multi-GB CUDA build. VeOmni is installed without its own
@@ -17,6 +22,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 extras=()
 veomni=0
 litdata=0
+torchtitan=0
 for arg in "$@"; do
   case "$arg" in
     --test) extras+=(test) ;;
@@ -24,7 +30,8 @@ for arg in "$@"; do
     --litdata) extras+=(litdata); litdata=1 ;;
     --hf) extras+=(hf) ;;
     --lightning) extras+=(lightning) ;;
-    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning)" >&2; exit 2 ;;
+    --torchtitan) extras+=(torchtitan); torchtitan=1 ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning, --torchtitan)" >&2; exit 2 ;;
   esac
 done
 spec="$here"
@@ -35,6 +42,21 @@ if [ "$veomni" = 1 ]; then
 fi
 if [ "$litdata" = 1 ]; then
   python -m pip install -q --disable-pip-version-check --no-deps litdata==0.2.76
+fi
+if [ "$torchtitan" = 1 ]; then
+  # the packages torchtitan 0.3.0's text dataloader imports that the venv lacks or holds at versions outside their
+  # ranges (datasets 4.7.0 wants dill<0.4.1, multiprocess<0.70.19, fsspec<=2026.2.0); everything else (torch,
+  # torchdata, tokenizers, pyarrow, huggingface-hub, ...) comes from the venv, through the torchtitan extra
+  overlay="${DYNBSZ_TORCHTITAN_OVERLAY:-$(python -c 'import os, sys; print(os.path.join(sys.prefix, "overlays", "torchtitan"))')}"
+  python -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$overlay" \
+    torchtitan==0.3.0 datasets==4.7.0 spmd_types==0.2.3 tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1 \
+    dill==0.4.0 multiprocess==0.70.18 fsspec==2026.2.0
+  for pkg in torch torchvision torchdata; do
+    if [ -e "$overlay/$pkg" ]; then
+      echo "ci/install.sh: $pkg was installed into $overlay; it must come from the venv. rm -r $overlay/$pkg" >&2
+      exit 1
+    fi
+  done
 fi
 if python -c "import torchvision" >/dev/null 2>&1; then
   echo "ci/install.sh: torchvision is installed; it breaks beside the CPU torch. pip uninstall torchvision" >&2
