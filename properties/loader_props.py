@@ -45,6 +45,9 @@ class Transcript:
     steps: list[tuple[int, tuple[tuple, ...]]]
     #: where a trainer model drove the loader in a way that no loader can survive (the trainer's own fault)
     trainer_faults: tuple[str, ...] = ()
+    #: why the trainer itself gives up the order of later epochs after a preemption (it never restores the
+    #: loader there), so only each epoch's samples are the loader's to keep
+    order_lost: str | None = None
 
     def epoch_ids(self, epoch: int) -> list:
         return [sid for e, mbs in self.steps if e == epoch for mb in mbs for sid in mb]

@@ -69,7 +69,8 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     if level == "none":
         raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
     kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
-    T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=level == "exact",
+    fixed = component.epoch_loss(sc)[0] == 0 and not (sc.mix == "combined" and sc.weights)
+    T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=level == "exact", fixed_epochs=fixed,
                   **trainer_kw(component, trainer, sc))
 
 

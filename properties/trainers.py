@@ -259,6 +259,7 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
     # what Lightning itself gets wrong when it restarts from this checkpoint)
     checkpoint: tuple[int, int, int | None, Any, str | None] | None = None
     faults: list[str] = []
+    order_lost: str | None = None
     global_step, processed, done_in_epoch, state = 0, 0, 0, None
     loader = make(scenario)
     try:
@@ -317,9 +318,14 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
             # restarting = epoch_unfinished (fit_loop.py:133-140): a finished epoch's loader state is not loaded,
             # except a step checkpoint at the last batch (RESTARTED_ON_LAST: its counters show it unfinished)
             state = saved if unfinished is not None or every_n_train_steps else None
+            if state is None and order_lost is None:
+                order_lost = (f"restarted from the epoch-end checkpoint after global step {global_step}, Lightning "
+                              "loads no loader state and tells the fresh loader its epoch only through its "
+                              "sampler's set_epoch: a loader (or sampler) that counts epochs itself starts its "
+                              "count over, so the order of later epochs is the trainer's")
     finally:
         loader.close()
-    return Transcript([(epoch, ids) for _, epoch, ids in trained], trainer_faults=tuple(faults))
+    return Transcript([(epoch, ids) for _, epoch, ids in trained], trainer_faults=tuple(faults), order_lost=order_lost)
 
 
 def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
@@ -500,9 +506,11 @@ def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool) -> 
 
 
 def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, *, ordered: bool | None = None,
-                **kw) -> None:
+                fixed_epochs: bool = True, **kw) -> None:
     """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
-    (``ordered``: judged step for step; default: where the scenario is in_order)."""
+    (``ordered``: judged step for step; default: where the scenario is in_order). ``fixed_epochs``:
+    an epoch holds the same samples whatever its order (False for a weighted draw, or a drop_last whose
+    dropped samples depend on the shuffle), so it can still be judged where the trainer gave up the order."""
     # The loaders are built from the scenario as drawn (its checkpoint schedule included: a target may refuse
     # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
     plain = trainer.run(make, scenario, **kw)
@@ -510,10 +518,16 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     if resumed.trainer_faults:
         raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
                           f"{resumed.trainer_faults[0]}")
-    why = judge(plain, resumed, in_order=scenario.in_order if ordered is None else ordered)
+    if resumed.order_lost and not fixed_epochs:
+        raise Unsupported(f"under trainer {trainer.name!r} the trainer gives up the order here "
+                          f"({resumed.order_lost}), and which samples this loader's epoch holds depends on it")
+    in_order = scenario.in_order if ordered is None else ordered
+    why = judge(plain, resumed, in_order=in_order and not resumed.order_lost)
     if why:
         raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
-                                f"{sorted(preempt_after)}: {why}")
+                                f"{sorted(preempt_after)}: {why}"
+                                + (f" (judged per epoch, not step for step: {resumed.order_lost})"
+                                   if in_order and resumed.order_lost else ""))
 
 
 __all__ = ["ADVERSARIAL", "LIGHTNING", "LIGHTNING_STEPS", "TORCHDATA", "TORCHTITAN", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",

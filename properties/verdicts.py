@@ -12,6 +12,9 @@ the example's checkpoint steps. The class:
   state machine's failures (``loader_stateful``) are programs, not preemption schedules, and cannot
   be re-run under a trainer model: they are reported as gaps until one reproduces them.
 
+Stream properties are classified the same way (``stream_resume``, ``stream_exactly_once`` re-run under
+``StreamComponent.trainers``).
+
 ``latent`` (a requirement on another finding's fix) and ``deviation`` (documented behaviour) are
 the reports' classes for findings studied by hand; a search result is never either.
 """
@@ -21,16 +24,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import loader_props as L
-from . import loader_suite
+from . import loader_suite, stream_suite
+from . import stream_props as S
 from .errors import PropertyViolation, Unsupported
 from .runner import Result
 from .scenarios import decode_loader_scenario
+from .stream_scenarios import decode_stream_scenario
 from .targets.base import LoaderComponent, Target
+from .targets.stream import StreamComponent
 from .trainers import TRAINERS
 
 CLASSES = ("bug", "contract gap", "latent", "deviation")
 #: the properties that run the adversarial schedule on a LoaderScenario, and so can be re-run under trainers
 ADVERSARIAL_PROPERTIES = ("loader_resume", "exactly_once")
+#: the same on a StreamScenario
+STREAM_ADVERSARIAL = ("stream_resume", "stream_exactly_once")
 
 
 def preemptions_of(component: LoaderComponent, prop: str, scenario):
@@ -59,6 +67,52 @@ def reproducing_trainers(component: LoaderComponent, scenario) -> tuple[str, ...
     return tuple(out)
 
 
+def stream_preemptions_of(component: StreamComponent, prop: str, sc):
+    """The batches a stream property restored after, as the scenario's checkpoints: its drawn ones, every
+    epoch end where it restored there, and (stream_resume) every epoch end and the next epoch's first batch."""
+    try:
+        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False,
+                                                            checkpoint_on_resume=False),
+                             ids_of=component.ids_of, codec=component.state_codec)
+    except Exception:  # noqa: BLE001 - it fails without a restore too: the drawn restores are all there is
+        return sc
+    if prop == "stream_resume":
+        sc = S.with_boundaries(sc, plain)
+    if sc.restore_at_epoch_end:
+        sc = replace(sc, checkpoints=tuple(sorted(set(sc.checkpoints) | set(plain.boundaries()[:-1]))))
+    return sc
+
+
+def _resumed_mixture_only(component: StreamComponent, sc) -> bool:
+    """stream_mixture fails only on its resumed run: the uninterrupted one keeps the weights (a draw that
+    is wrong with no restore is wrong whatever drives the loader)."""
+    try:
+        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False,
+                                                            checkpoint_on_resume=False),
+                             ids_of=component.ids_of, codec=component.state_codec)
+    except Exception:  # noqa: BLE001 - it crashes with no restore
+        return False
+    weights = component.mixture_weights(sc)
+    return not any(S.mixture_deviation(plain.epoch_ids(e), weights, sc.sources)
+                   for e in range(sc.epochs) if not (e == 0 and sc.break_after is not None))
+
+
+def stream_reproducing_trainers(component: StreamComponent, sc) -> tuple[str, ...]:
+    """The component's real trainer models under which preempting after the scenario's checkpoint batches
+    changes what the trainer trains (a crash under the trainer counts: the trainer sees it too)."""
+    out = []
+    for trainer in component.trainers:
+        if trainer == "adversarial":
+            continue
+        try:
+            stream_suite.check_trainer_resume(component, sc, trainer)
+        except Unsupported:
+            continue
+        except Exception:  # noqa: BLE001 - a violation, or whatever the library raised in its workers
+            out.append(trainer)
+    return tuple(out)
+
+
 def classify(target: Target, result: Result) -> Result:
     """The result with ``verdict`` and ``trainers`` set (failures only; anything else is returned as is)."""
     if result.status != "fail":
@@ -69,6 +123,19 @@ def classify(target: Target, result: Result) -> Result:
     if result.property in ("trainer_resume", "stream_trainer_resume"):
         trainers = tuple(t for t in TRAINERS if f"under trainer {t!r}" in result.message)
         return replace(result, verdict="bug", trainers=trainers)
+    if (result.property == "stream_mixture" and isinstance(component, StreamComponent)
+            and result.minimal_example is not None):
+        sc = decode_stream_scenario(result.minimal_example)
+        if not _resumed_mixture_only(component, sc):
+            return replace(result, verdict="bug", trainers=())
+        sc = stream_preemptions_of(component, "stream_resume", sc)
+        real = stream_reproducing_trainers(component, sc)
+        return replace(result, verdict="bug" if real else "contract gap", trainers=real + ("adversarial",))
+    if (result.property in STREAM_ADVERSARIAL and isinstance(component, StreamComponent)
+            and result.minimal_example is not None):
+        sc = stream_preemptions_of(component, result.property, decode_stream_scenario(result.minimal_example))
+        real = stream_reproducing_trainers(component, sc)
+        return replace(result, verdict="bug" if real else "contract gap", trainers=real + ("adversarial",))
     if (result.property not in ADVERSARIAL_PROPERTIES or not isinstance(component, LoaderComponent)
             or result.minimal_example is None):
         return replace(result, verdict="bug", trainers=())
@@ -77,4 +144,5 @@ def classify(target: Target, result: Result) -> Result:
     return replace(result, verdict="bug" if real else "contract gap", trainers=real + ("adversarial",))
 
 
-__all__ = ["ADVERSARIAL_PROPERTIES", "CLASSES", "classify", "reproducing_trainers"]
+__all__ = ["ADVERSARIAL_PROPERTIES", "CLASSES", "STREAM_ADVERSARIAL", "classify", "reproducing_trainers",
+           "stream_reproducing_trainers"]

@@ -97,3 +97,21 @@ def test_lightning_mis_resumes_torchdatas_own_loader_exactly_where_the_model_nam
         resumed = fit(_reference(sized), epochs=2, preempt_after=(kill,), ids_of=ids, every_n_train_steps=1,
                       limit_train_batches=limit)
         assert (resumed != plain) == bool(_model_faults(sized, (kill,), limit)), (kill, plain, resumed)
+
+
+def test_after_an_epoch_end_restart_lightning_gives_up_a_shuffled_loaders_order_and_the_model_says_so():
+    # ModelCheckpoint's default saves at epoch ends; Lightning never loads that checkpoint's loader state and
+    # sets the epoch only on a sampler that has set_epoch (a RandomSampler has none): the restarted job's
+    # later epochs come in another order with torchdata's own loader, each sample still once
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        return StatefulDataLoader(list(range(8)), batch_size=1, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+    ids = lambda b: tuple(b.tolist())  # noqa: E731
+    plain = fit(make, epochs=2, ids_of=ids)
+    resumed = fit(make, epochs=2, preempt_after=(10,), ids_of=ids)
+    assert resumed != plain
+    assert sorted(s for e, s in resumed if e == 1) == sorted(s for e, s in plain if e == 1)
+    t = trainers.get("lightning").run(lambda sc: FakeLoader([], 8), _sc(2), preempt_after=(10,), ids_of=lambda b: b)
+    assert t.order_lost and not t.trainer_faults

@@ -1,0 +1,93 @@
+"""Re-judge a report's pinned findings under the trainer models: every pinned example (the stream corpus
+files whose ``finding`` starts with a prefix: L for litdata, H for Hugging Face) replayed on the library as
+released and classified (properties.verdicts.classify): bug (a real trainer model sees it), contract gap
+(the adversarial schedule alone), with the trainers it reproduces under.
+
+    python -m ci.rejudge --prefix L [--target litdata] [--json]
+    python -m ci.rejudge --prefix L --search 200 --seed 1 --json    # + a search under the trainers per finding
+
+A pinned example is minimal for the adversarial schedule; a real trainer may see the same fault on
+another example. ``--search N`` runs ``stream_trainer_resume`` (every real trainer model the target
+declares) with N examples on the fixed target with every fix but the finding's own: a failure there
+that the fixed target does not show makes the finding a bug under that trainer, with the example.
+Writes nothing; the reports' tables are made from its --json output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from properties import corpus, suite, verdicts
+from properties.runner import RunSettings, replay_example, run_property
+from properties.targets import resolve
+
+DEFAULT_TARGET = {"L": "litdata", "H": "hf-iterable"}
+FAMILY = {"L": "litdata", "H": "hf"}
+FIXED = {"L": "properties.stream_fixes:litdata_fixed", "H": "properties.stream_fixes:hf_fixed"}
+
+
+def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
+    """stream_trainer_resume on every fix but ``finding``'s: the first failure, and whether the fixed
+    target passes that example."""
+    from properties import stream_fixes
+
+    fixes = [f for f in (stream_fixes.ALL_LITDATA if prefix == "L" else stream_fixes.ALL_HF) if f != finding]
+    target = stream_fixes.with_fixes(FAMILY[prefix], fixes)
+    prop = suite.get("stream_trainer_resume")
+    component = target.components[0]
+    rs = RunSettings(profile="ci", seed=seed, max_examples=examples, database=None)
+    result = verdicts.classify(target, run_property(target, prop, component, rs))
+    out = {"status": result.status, "examples": result.examples, "trainers": list(result.trainers),
+           "message": result.message[:400], "minimal_example": result.minimal_example}
+    if result.status == "fail" and result.minimal_example is not None:
+        fixed = resolve(FIXED[prefix])
+        out["fixed_status"] = replay_example(fixed, prop, component.name, result.minimal_example).status
+    return out
+
+
+def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0, seed: int = 1) -> list[dict]:
+    from properties.stream_fixes import pinned
+
+    target = target or DEFAULT_TARGET[prefix]
+    resolved = resolve(target)
+    rows = []
+    for finding, path in pinned(prefix).items():
+        entry = corpus.load(path)
+        result = verdicts.classify(resolved, corpus.replay(entry, target))
+        row = {"finding": finding, "file": str(path), "property": result.property, "status": result.status,
+               "class": result.verdict, "trainers": list(result.trainers), "message": result.message[:400]}
+        if search_examples:
+            row["search"] = search(prefix, finding, search_examples, seed)
+            print(f"{finding}: pinned {row['class']}; search {row['search']['status']} "
+                  f"{row['search']['trainers']} {row['search']['message'][:120]}", file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ci.rejudge", description=__doc__.splitlines()[0])
+    ap.add_argument("--prefix", required=True, choices=sorted(DEFAULT_TARGET),
+                    help="the findings' id prefix: L (litdata) or H (Hugging Face datasets)")
+    ap.add_argument("--target", help="the target to replay on (default: the library as released)")
+    ap.add_argument("--search", type=int, default=0, metavar="N",
+                    help="also search stream_trainer_resume with N examples on every fix but the finding's own")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.search < 0:
+        ap.error(f"--search must be >= 0, got {args.search}")
+    rows = rejudge(args.prefix, args.target, search_examples=args.search, seed=args.seed)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+    else:
+        for r in rows:
+            print(f"{r['finding']:4} {r['property']:20} {r['status']:5} {r['class'] or '-':13} "
+                  f"{','.join(r['trainers']) or '-':40} {r['message'][:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
