@@ -69,7 +69,9 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     if level == "none":
         raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
     kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
-    fixed = component.epoch_loss(sc)[0] == 0 and not (sc.mix == "combined" and sc.weights)
+    # which samples an epoch holds must not depend on its order: no documented drop, no weighted draw, and
+    # no limit_train_batches (an epoch cut short holds whichever samples came first)
+    fixed = component.epoch_loss(sc)[0] == 0 and not (sc.mix == "combined" and sc.weights) and sc.break_after is None
     T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=level == "exact", fixed_epochs=fixed,
                   **trainer_kw(component, trainer, sc))
 

@@ -85,6 +85,18 @@ class RestoreDeferredToSetEpoch(DynamicBatchLoader):
         super().set_epoch(epoch)
 
 
+@loader_mutant("finished-epoch-restored-as-fresh", replaces="loader:main", aims_at="trainer_resume")
+class FinishedEpochRestoredAsFresh(DynamicBatchLoader):
+    """A state written after an epoch's last step restores as that epoch not yet begun, as a loader
+    that records only "which epoch" and not "how far" does once the epoch is over: the torchdata
+    contract's restart (load_state_dict, set_epoch(saved epoch), iterate) trains that epoch twice."""
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        if self._done():
+            self._start_epoch(self.epoch)
+
+
 @loader_mutant("loader-buffer-not-checkpointed", replaces="loader:main")
 class BufferNotCheckpointed(DynamicBatchLoader):
     """The loader's checkpoint leaves out the packer's buffer: samples delivered to the packer but

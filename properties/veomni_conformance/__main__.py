@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("fixes", nargs="*", default=list(FIXES))
     lo.add_argument("--corpus", default=None)
     lo.add_argument("--profile", default="ci")
+    lo.add_argument("--seed", type=int, default=0)
+    lo.add_argument("--property", action="append", dest="properties", default=None,
+                    help="search only this property (repeatable; default: all)")
+    lo.add_argument("--trainer", action="append", dest="trainers", default=None,
+                    help="under this trainer model only (repeatable; default: those the components declare)")
     m = sub.add_parser("matrix", help="failure rate of each loader property per configuration (JSON)")
     m.add_argument("--target", required=True, help="dynbsz, veomni, documented or fixed")
     m.add_argument("--examples", type=int, default=8, help="examples per (configuration, property)")
@@ -49,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "leave-one-out":
         for fix in args.fixes:
             started = time.time()
-            for r in leave_one_out(fix, args.corpus, args.profile):
+            for r in leave_one_out(fix, args.corpus, args.profile, args.seed,
+                                   tuple(args.properties) if args.properties else None,
+                                   tuple(args.trainers) if args.trainers else None):
                 print(json.dumps({"fix": fix, "seconds": round(time.time() - started, 1), **r.to_json()}), flush=True)
         return 0
     if args.command == "attribute":

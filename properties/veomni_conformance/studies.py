@@ -43,18 +43,21 @@ def attribute(entry: dict[str, Any]) -> dict[str, Any]:
     return {"status": "fail", "message": bare.message, "fixes": needed}
 
 
-def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: int = 0) -> list[Any]:
-    """Search for what ``fix`` alone prevents: every property on the components it touches, on VeOmni
-    held to its documentation with every other fix applied. A failure is an example the other fixes
-    do not cover (saved as a ``veomni`` regression when it also fails on VeOmni as shipped)."""
-    from .. import corpus
+def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: int = 0,
+                  properties: tuple[str, ...] | None = None, trainer_names: tuple[str, ...] | None = None) -> list[Any]:
+    """Search for what ``fix`` alone prevents: every property (or ``properties``) on the components it
+    touches, on VeOmni held to its documentation with every other fix applied, under every trainer model
+    the components declare (or ``trainer_names``). A failure is an example the other fixes do not cover
+    (saved as a ``veomni`` regression when it also fails on VeOmni as shipped)."""
+    from .. import corpus, trainers, verdicts
     from ..runner import RunSettings, run_target
 
     others = tuple(f for f in ALL_FIXES if f != fix)
     target = Target(name=f"veomni-fixed-except-{fix}", components=documented_components(fixed_loaders()))
-    with fixes_applied(others):
-        results = run_target(target, RunSettings(profile=profile, seed=seed, database=None),
+    with fixes_applied(others), trainers.only(trainer_names):
+        results = run_target(target, RunSettings(profile=profile, seed=seed, database=None), only=properties,
                              components=FIX_COMPONENTS[fix])
+        results = [verdicts.classify(target, r) for r in results]
     out = []
     for r in results:
         if r.status == "fail" and r.saveable and corpus_dir is not None:
