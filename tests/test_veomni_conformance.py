@@ -211,3 +211,56 @@ def test_main_runtime_epochs_miss_and_repeat_samples():
     rows = _vc().count_main_epochs("bench_text", 400, 32 * 1024, 24, 0, epochs=2)["epochs"]
     assert any(r["missed"] or r["repeated"] for r in rows)
     assert all(r["delivered"] == r["distinct"] + r["repeated"] for r in rows)
+
+
+TRAINER_PINS = CORPUS / "trainers"
+
+
+def test_v13_is_seen_by_veomnis_own_trainer():
+    # a trainer_resume example (VeOmni's BaseTrainer model, preempted after global steps 1, 3, 4, 5) that
+    # fails as shipped and without V13's fix, and passes with every fix: V13 is a bug a VeOmni run sees
+    vc = _vc()
+    entry = corpus.load(TRAINER_PINS / "trainer_resume-loader_worker-veomni-V13.json")
+    assert entry["property"] == "trainer_resume" and entry["finding"] == "V13"
+    expect_fail = _fails_with(entry, [f for f in vc.ALL_FIXES if f != "V13"])
+    assert expect_fail.status == "fail" and "under trainer 'veomni'" in expect_fail.message, expect_fail.message
+    assert _passes_with(entry, vc.ALL_FIXES).status == "pass"
+    expect_veomni_bug("V13 (under VeOmni's trainer)", corpus.replay_until(entry, "fail", TRIES))
+
+
+def test_v16_veomnis_resume_arithmetic_names_the_wrong_step_after_a_short_epoch():
+    # no workers, so deterministic: epoch 0 packs into 2 steps under train_steps=4 and its StopIteration
+    # spends global step 3; a kill after global step 4 (epoch 1's first) restarts at 4 // 4 = epoch 1,
+    # step 4 % 4 = 0, whose eager iter() uses up the restored mid-epoch position. Every proposed fix
+    # applied, it still fails: the fault is the trainer's step accounting, not a loader's
+    from properties import loader_suite, trainers
+    from properties.scenarios import decode_loader_scenario
+
+    vc = _vc()
+    entry = corpus.load(TRAINER_PINS / "trainer_resume-loader_multisource-veomni-V16.json")
+    assert _fails_with(entry, vc.ALL_FIXES).status == "fail"
+    sc = decode_loader_scenario(entry["example"])
+    log = []
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            attr = getattr(self.inner, name)
+            if name in ("set_epoch", "load_state_dict"):
+                log.append(name)
+            return attr
+
+        def __iter__(self):
+            log.append("iter")
+            return iter(self.inner)
+
+    component = _vc().documented().component("loader:multisource")
+    kw = loader_suite.trainer_kw(component, "veomni", sc)
+    assert kw["steps_per_epoch"] == 4
+    t = trainers.VEOMNI.run(lambda s: Spy(component.make_loader(s)), sc, preempt_after=(1, 3), **kw)
+    restart = len(log) - 1 - log[::-1].index("load_state_dict")
+    assert log[restart:restart + 4] == ["load_state_dict", "iter", "set_epoch", "iter"]   # the eager iter() at step 0
+    assert [e for e, _ in t.steps].count(0) == 2
+    expect_veomni_bug("V16", corpus.replay_until(entry, "fail", TRIES))
