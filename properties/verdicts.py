@@ -4,8 +4,8 @@ A loader failure found on the adversarial schedule (every order the API allows) 
 every trainer model the component declares (``LoaderComponent.trainers``), preempting each after
 the example's checkpoint steps. The class:
 
-* ``bug``: it reproduces under a real trainer model (``trainers`` lists which), or the property
-  is not about a trainer's loop at all (a packer's budget, a gate's rule, an epoch's order with no
+* ``bug``: it reproduces under a real trainer model (``trainers`` lists which), or it fails with
+  every restore taken out of the example, or the property is not about a trainer's loop at all (a packer's budget, a gate's rule, an epoch's order with no
   restore: a promise the component makes whatever drives it; ``trainers`` is empty then);
 * ``contract gap``: it reproduces only under the adversarial schedule, in an order no modelled
   trainer uses: the library would have to document whether it supports that order. The loader
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import loader_props as L
-from . import loader_suite, stream_suite
+from . import loader_suite, stream_suite, suite
 from . import stream_props as S
 from .errors import PropertyViolation, Unsupported
 from .runner import Result
@@ -113,6 +113,22 @@ def stream_reproducing_trainers(component: StreamComponent, sc) -> tuple[str, ..
     return tuple(out)
 
 
+def _fails_without_restores(prop_name: str, component, sc) -> bool:
+    """An exactly-once property fails on the scenario with every restore taken out: no trainer loop is
+    involved (the resume properties restore at epoch boundaries themselves, so they are not asked)."""
+    if prop_name not in ("exactly_once", "stream_exactly_once"):
+        return False
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False,
+                    **({"checkpoint_on_resume": False} if hasattr(sc, "checkpoint_on_resume") else {}))
+    try:
+        suite.get(prop_name).check(component, plain)
+    except Unsupported:
+        return False
+    except Exception:  # noqa: BLE001 - a violation, or whatever the library raised
+        return True
+    return False
+
+
 def classify(target: Target, result: Result) -> Result:
     """The result with ``verdict`` and ``trainers`` set (failures only; anything else is returned as is)."""
     if result.status != "fail":
@@ -133,11 +149,15 @@ def classify(target: Target, result: Result) -> Result:
         return replace(result, verdict="bug" if real else "contract gap", trainers=real + ("adversarial",))
     if (result.property in STREAM_ADVERSARIAL and isinstance(component, StreamComponent)
             and result.minimal_example is not None):
+        if _fails_without_restores(result.property, component, decode_stream_scenario(result.minimal_example)):
+            return replace(result, verdict="bug", trainers=())
         sc = stream_preemptions_of(component, result.property, decode_stream_scenario(result.minimal_example))
         real = stream_reproducing_trainers(component, sc)
         return replace(result, verdict="bug" if real else "contract gap", trainers=real + ("adversarial",))
     if (result.property not in ADVERSARIAL_PROPERTIES or not isinstance(component, LoaderComponent)
             or result.minimal_example is None):
+        return replace(result, verdict="bug", trainers=())
+    if _fails_without_restores(result.property, component, decode_loader_scenario(result.minimal_example)):
         return replace(result, verdict="bug", trainers=())
     scenario = preemptions_of(component, result.property, decode_loader_scenario(result.minimal_example))
     real = reproducing_trainers(component, scenario)
