@@ -59,6 +59,9 @@ def _adversarial(component: Any) -> str | None:
     ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
     if _loader(component):
         return _loader(component)
+    if "adversarial" not in component.trainers:
+        return (f"runs the adversarial schedule, which {component.name} does not declare (trainers: "
+                f"{', '.join(component.trainers)})")
     if "adversarial" not in T.selected(component.trainers):
         return "runs the adversarial schedule, which --trainer did not select"
     return None

@@ -40,6 +40,9 @@ def _adversarial(component: Any) -> str | None:
     ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
     if _stream(component):
         return _stream(component)
+    if "adversarial" not in component.trainers:
+        return (f"runs the adversarial schedule, which {component.name} does not declare (trainers: "
+                f"{', '.join(component.trainers)})")
     if "adversarial" not in T.selected(component.trainers):
         return "runs the adversarial schedule, which --trainer did not select"
     return None
@@ -69,9 +72,11 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     if level == "none":
         raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
     kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
-    # which samples an epoch holds must not depend on its order: no documented drop, no weighted draw, and
-    # no limit_train_batches (an epoch cut short holds whichever samples came first)
-    fixed = component.epoch_loss(sc)[0] == 0 and not (sc.mix == "combined" and sc.weights) and sc.break_after is None
+    # which samples an epoch holds must not depend on its order or on the loader's state: no documented drop,
+    # no weighted draw, no parallel mixture (an epoch is its sources' next items, wherever their cycles are),
+    # and no limit_train_batches (an epoch cut short holds whichever samples came first)
+    fixed = (component.epoch_loss(sc)[0] == 0 and not (sc.mix == "combined" and sc.weights)
+             and sc.mix != "parallel" and sc.break_after is None)
     T.check_under(T.get(trainer), component.make_loader, sc, kills, ordered=level == "exact", fixed_epochs=fixed,
                   **trainer_kw(component, trainer, sc))
 
