@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 from hypothesis import settings
 
-from . import corpus, profiles
+from . import corpus, profiles, verdicts
 from .runner import Result, RunSettings, plan, run_property, skip_reason, skipped
 from .targets.base import Target
 
@@ -85,6 +85,7 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
             stats.examples += result.examples
             stats.rounds += 1
             if result.status == "fail":
+                result = verdicts.classify(target, result)
                 if corpus_dir is not None and result.saveable:
                     path = corpus.save(result, corpus_dir)
                     result = replace(result, file=str(path), replay=corpus.replay_command(path))

@@ -77,7 +77,9 @@ def fuzz_json(report: FuzzReport) -> dict:
                          "examples": p.examples, "rounds": p.rounds,
                          "replay": p.failure.replay if p.failure else None,
                          "minimal_example": p.failure.minimal_example if p.failure else None,
-                         "message": p.failure.message if p.failure else ""} for p in report.pairs]
+                         "message": p.failure.message if p.failure else "",
+                         "class": p.failure.verdict if p.failure else None,
+                         "trainers": list(p.failure.trainers) if p.failure else []} for p in report.pairs]
             + [r.to_json() for r in report.skipped]}
 
 
@@ -88,5 +90,7 @@ def fuzz_text(report: FuzzReport) -> str:
            _table(("property", "component", "status", "examples", "rounds"), rows)]
     for p in report.pairs:
         if p.failure is not None:
-            out.append(f"\nFAIL {p.property} [{p.component}]: {p.failure.message}\n  replay: {p.failure.replay}")
+            verdict = (f" ({p.failure.verdict}; trainers: {', '.join(p.failure.trainers) or '-'})"
+                       if p.failure.verdict else "")
+            out.append(f"\nFAIL {p.property} [{p.component}]{verdict}: {p.failure.message}\n  replay: {p.failure.replay}")
     return "\n".join(out)

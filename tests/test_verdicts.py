@@ -4,6 +4,7 @@ gap. The two mutants below are written so that each falls on one side (propertie
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -75,3 +76,12 @@ def test_an_unknown_trainer_on_the_command_line_names_the_allowed_ones(capsys):
         cli.main(["check", "--target", "dynbsz", "--trainer", "lightningg"])
     assert e.value.code == 2
     assert "invalid choice: 'lightningg'" in capsys.readouterr().err
+
+
+def test_fuzz_reports_classify_their_failures(capsys):
+    code = cli.main(["fuzz", "--target", "mutant:loader-buffer-not-checkpointed", "--minutes", "0.3", "--seed", "0",
+                     "--property", "exactly_once", "--database", "none", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    failed = [r for r in doc["results"] if r["status"] == "fail"]
+    assert code == 1 and failed, doc
+    assert all(r["class"] in verdicts.CLASSES and "adversarial" in r["trainers"] for r in failed), failed
