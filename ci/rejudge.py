@@ -47,23 +47,58 @@ def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
     return out
 
 
-def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0, seed: int = 1) -> list[dict]:
+def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0, seed: int = 1,
+            findings: list[str] | None = None) -> list[dict]:
     from properties.stream_fixes import pinned
 
     target = target or DEFAULT_TARGET[prefix]
     resolved = resolve(target)
     rows = []
     for finding, path in pinned(prefix).items():
+        if findings and finding not in findings:
+            continue
         entry = corpus.load(path)
         result = verdicts.classify(resolved, corpus.replay(entry, target))
         row = {"finding": finding, "file": str(path), "property": result.property, "status": result.status,
                "class": result.verdict, "trainers": list(result.trainers), "message": result.message[:400]}
         if search_examples:
             row["search"] = search(prefix, finding, search_examples, seed)
-            print(f"{finding}: pinned {row['class']}; search {row['search']['status']} "
-                  f"{row['search']['trainers']} {row['search']['message'][:120]}", file=sys.stderr, flush=True)
+            print(json.dumps(row), file=sys.stderr, flush=True)
         rows.append(row)
     return rows
+
+
+def verdict(prefix: str, row: dict) -> dict:
+    """The finding's class from its pinned example and its search: a bug where a real trainer model sees it
+    (on the pin, or on a search example that the fixed target passes and the release fails too), latent where
+    the release passes that search example (only the other fixes expose it), else what the pin said."""
+    out = {"class": row["class"], "trainers": [t for t in row["trainers"] if t != "adversarial"], "evidence": "pin"}
+    if out["class"] == "bug":
+        out["evidence"] = "pin" if out["trainers"] else "pin, no trainer loop involved"
+        return out
+    found = row.get("search") or {}
+    if found.get("status") == "fail" and found.get("fixed_status") == "pass" and found.get("minimal_example"):
+        target = resolve(DEFAULT_TARGET[prefix])
+        component = target.components[0].name
+        released = replay_example(target, suite.get("stream_trainer_resume"), component, found["minimal_example"])
+        out.update(trainers=found["trainers"], evidence="search example")
+        out["class"] = "bug" if released.status == "fail" else "latent"
+        out["released_status"] = released.status
+    return out
+
+
+def markdown(prefix: str, rows: list[dict]) -> str:
+    lines = ["| finding | pinned example (property): class, trainers | search under the trainers (examples) | "
+             "fixed target on the search example | verdict |", "|---|---|---|---|---|"]
+    for row in rows:
+        v = verdict(prefix, row)
+        found = row.get("search") or {}
+        searched = (f"{found['status']} ({found['examples']}){': ' + ', '.join(found['trainers']) if found.get('trainers') else ''}"
+                    if found else "-")
+        lines.append(f"| {row['finding']} | {row['property']}: {row['class']}, "
+                     f"{', '.join(row['trainers']) or '-'} | {searched} | {found.get('fixed_status', '-')} | "
+                     f"**{v['class']}**{' (' + ', '.join(v['trainers']) + ')' if v['trainers'] else ''} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,11 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search", type=int, default=0, metavar="N",
                     help="also search stream_trainer_resume with N examples on every fix but the finding's own")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--finding", action="append", dest="findings", default=None,
+                    help="only this finding (repeatable; default: every pinned one)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="print the verdict table of rows saved by an earlier --json run (replays the search examples "
+                         "on the release to tell bugs from latent requirements)")
     args = ap.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(markdown(args.prefix, json.load(f)))
+        return 0
     if args.search < 0:
         ap.error(f"--search must be >= 0, got {args.search}")
-    rows = rejudge(args.prefix, args.target, search_examples=args.search, seed=args.seed)
+    rows = rejudge(args.prefix, args.target, search_examples=args.search, seed=args.seed, findings=args.findings)
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
