@@ -29,6 +29,7 @@ from typing import Sequence
 from . import corpus, mutants, profiles, report, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
 from .targets import MUTANT_PREFIX, TargetError, names, resolve
+from .targets.torchtitan_target import rerun_in_overlay
 
 PROG = "python -m properties"
 
@@ -268,8 +269,7 @@ COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .targets.torchtitan_target import rerun_in_overlay  # torchtitan runs with its own datasets (its overlay)
-    rerun = rerun_in_overlay(args, argv)
+    rerun = rerun_in_overlay(args, argv)   # torchtitan runs with its own datasets (its overlay)
     if rerun is not None:
         return rerun
     try:
