@@ -68,36 +68,78 @@ def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0,
     return rows
 
 
-def verdict(prefix: str, row: dict) -> dict:
+def _real_note(v: dict) -> str:
+    real = v.get("real")
+    if not real:
+        return ""
+    seen = "reproduces" if real["real_fails"] else "does not reproduce"
+    if real["model_matches_real"] is None:
+        return f"; on the real Lightning 2.6.5: {seen} ({real['real_message'].split(':')[0]} raised)"
+    return f"; on the real Lightning 2.6.5: {seen}, the model {'agrees' if real['model_matches_real'] else 'DIFFERS'}"
+
+
+def verdict(prefix: str, row: dict, real_lightning: bool = False) -> dict:
     """The finding's class from its pinned example and its search: a bug where a real trainer model sees it
     (on the pin, or on a search example that the fixed target passes and the release fails too), latent where
     the release passes that search example (only the other fixes expose it), else what the pin said."""
     out = {"class": row["class"], "trainers": [t for t in row["trainers"] if t != "adversarial"], "evidence": "pin"}
+    found = row.get("search") or {}
     if out["class"] == "bug":
         out["evidence"] = "pin" if out["trainers"] else "pin, no trainer loop involved"
-        return out
-    found = row.get("search") or {}
-    if found.get("status") == "fail" and found.get("fixed_status") == "pass" and found.get("minimal_example"):
+    elif found.get("status") == "fail" and found.get("fixed_status") == "pass" and found.get("minimal_example"):
         target = resolve(DEFAULT_TARGET[prefix])
         component = target.components[0].name
         released = replay_example(target, suite.get("stream_trainer_resume"), component, found["minimal_example"])
         out.update(trainers=found["trainers"], evidence="search example")
         out["class"] = "bug" if released.status == "fail" else "latent"
         out["released_status"] = released.status
+    lightning = [t for t in out["trainers"] if t.startswith("lightning")]
+    if real_lightning and lightning and out["class"] == "bug":
+        example = found["minimal_example"] if out["evidence"] == "search example" else corpus.load(row["file"])["example"]
+        out["real"] = on_real_lightning(prefix, example, lightning[0])
     return out
 
 
-def markdown(prefix: str, rows: list[dict]) -> str:
+def on_real_lightning(prefix: str, example: dict, trainer: str) -> dict:
+    """The deciding example re-run on the real Lightning 2.6.5 Trainer (properties.lightning_real) beside the
+    model: does the real preempted run differ from the real uninterrupted one, and does the model predict
+    both real transcripts exactly?"""
+    from properties import stream_suite, trainers
+    from properties.lightning_real import fit_adapter
+    from properties.loader_props import Transcript
+    from properties.stream_scenarios import decode_stream_scenario
+
+    component = resolve(DEFAULT_TARGET[prefix]).components[0]
+    sc = decode_stream_scenario(example)
+    kw = stream_suite.trainer_kw(component, trainer, sc)
+    kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
+    every = 1 if trainer == "lightning-steps" else 0
+    try:
+        real = [fit_adapter(component.make_loader, sc, preempt_after=p, ids_of=kw["ids_of"],
+                            every_n_train_steps=every, limit_train_batches=kw.get("limit_train_batches"))
+                for p in ((), kills)]
+    except Exception as e:  # noqa: BLE001 - the library raised under the real trainer: that is the reproduction
+        return {"trainer": trainer, "real_fails": True, "real_message": f"{type(e).__name__}: {str(e)[:200]}",
+                "model_matches_real": None}
+    model = [trainers.get(trainer).run(component.make_loader, sc, preempt_after=p, **kw).steps for p in ((), kills)]
+    level = component.resume_promise(sc)[0]
+    why = trainers.judge(Transcript(real[0]), Transcript(real[1]), in_order=level == "exact")
+    return {"trainer": trainer, "real_fails": why is not None, "real_message": why or "",
+            "model_matches_real": model == real}
+
+
+def markdown(prefix: str, rows: list[dict], real_lightning: bool = False) -> str:
     lines = ["| finding | pinned example (property): class, trainers | search under the trainers (examples) | "
              "fixed target on the search example | verdict |", "|---|---|---|---|---|"]
     for row in rows:
-        v = verdict(prefix, row)
+        v = verdict(prefix, row, real_lightning)
         found = row.get("search") or {}
         searched = (f"{found['status']} ({found['examples']}){': ' + ', '.join(found['trainers']) if found.get('trainers') else ''}"
                     if found else "-")
         lines.append(f"| {row['finding']} | {row['property']}: {row['class']}, "
                      f"{', '.join(row['trainers']) or '-'} | {searched} | {found.get('fixed_status', '-')} | "
-                     f"**{v['class']}**{' (' + ', '.join(v['trainers']) + ')' if v['trainers'] else ''} |")
+                     f"**{v['class']}**{' (' + ', '.join(v['trainers']) + ')' if v['trainers'] else ''}"
+                     f"{_real_note(v)} |")
     return "\n".join(lines)
 
 
@@ -112,13 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finding", action="append", dest="findings", default=None,
                     help="only this finding (repeatable; default: every pinned one)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--real-lightning", action="store_true",
+                    help="with --markdown: re-run each bug a lightning model sees on the real Lightning Trainer")
     ap.add_argument("--markdown", metavar="FILE",
                     help="print the verdict table of rows saved by an earlier --json run (replays the search examples "
                          "on the release to tell bugs from latent requirements)")
     args = ap.parse_args(argv)
     if args.markdown:
         with open(args.markdown) as f:
-            print(markdown(args.prefix, json.load(f)))
+            print(markdown(args.prefix, json.load(f), args.real_lightning))
         return 0
     if args.search < 0:
         ap.error(f"--search must be >= 0, got {args.search}")
