@@ -67,11 +67,13 @@ def trainer_kw(component: StreamComponent, trainer: str, sc: StreamScenario) -> 
 def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer: str) -> None:
     """Preempt ``trainer`` after the scenario's checkpoint batches (as global steps): what survives
     must be its uninterrupted run, batch for batch where the loader promises an exact resume, each
-    sample once per epoch where it promises that."""
+    sample once per epoch where it promises that, and at most once where it documents losing some."""
     level, reason = component.resume_promise(sc)
-    if level == "none":
-        raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
     kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
+    if level == "none":
+        # a documented loss on resume ("examples from shuffle buffers are lost") is no licence to deliver twice
+        T.check_under(T.get(trainer), component.make_loader, sc, kills, lossy=True, **trainer_kw(component, trainer, sc))
+        return
     # which samples an epoch holds must not depend on its order or on the loader's state: no documented drop,
     # no weighted draw, no parallel mixture (an epoch is its sources' next items, wherever their cycles are),
     # and no limit_train_batches (an epoch cut short holds whichever samples came first)

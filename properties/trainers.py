@@ -484,10 +484,20 @@ def selected(declared: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(declared) if chosen is None else tuple(t for t in declared if t in chosen)
 
 
-def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool) -> str | None:
+def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, lossy: bool = False) -> str | None:
     """What a preempted run got wrong against the same trainer's uninterrupted run, or None: in order,
     the surviving steps must be the uninterrupted ones; out of order, every epoch must hold the same
-    samples exactly once (the order within an epoch is free)."""
+    samples exactly once (the order within an epoch is free); ``lossy`` (a loader that documents losing
+    samples on a resume, e.g. a shuffle buffer's), every epoch must still hold each sample at most once,
+    and only samples its uninterrupted epoch holds."""
+    if lossy:
+        for e in sorted({e for e, _ in resumed.steps}):
+            got, allowed = Counter(resumed.epoch_ids(e)), set(uninterrupted.epoch_ids(e))
+            twice = sorted(k for k, c in got.items() if c > 1)
+            foreign = sorted(set(got) - allowed)
+            if twice or foreign:
+                return f"epoch {e}: delivered {twice[:10]} more than once, {foreign[:10]} foreign"
+        return None
     if in_order:
         for k, (a, b) in enumerate(zip(uninterrupted.steps, resumed.steps)):
             if a != b:
@@ -506,11 +516,12 @@ def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool) -> 
 
 
 def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, *, ordered: bool | None = None,
-                fixed_epochs: bool = True, **kw) -> None:
+                fixed_epochs: bool = True, lossy: bool = False, **kw) -> None:
     """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
     (``ordered``: judged step for step; default: where the scenario is in_order). ``fixed_epochs``:
     an epoch holds the same samples whatever its order (False for a weighted draw, or a drop_last whose
-    dropped samples depend on the shuffle), so it can still be judged where the trainer gave up the order."""
+    dropped samples depend on the shuffle), so it can still be judged where the trainer gave up the order;
+    ``lossy``: the loader documents losing samples on a resume, so only "at most once" is judged."""
     # The loaders are built from the scenario as drawn (its checkpoint schedule included: a target may refuse
     # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
     plain = trainer.run(make, scenario, **kw)
@@ -518,6 +529,13 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     if resumed.trainer_faults:
         raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
                           f"{resumed.trainer_faults[0]}")
+    if lossy:
+        why = judge(plain, resumed, in_order=False, lossy=True)
+        if why:
+            raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
+                                    f"{sorted(preempt_after)}: {why} (a resume may lose samples here, as documented, "
+                                    "but deliver none twice)")
+        return
     if resumed.order_lost and not fixed_epochs:
         raise Unsupported(f"under trainer {trainer.name!r} the trainer gives up the order here "
                           f"({resumed.order_lost}), and which samples this loader's epoch holds depends on it")
