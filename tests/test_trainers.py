@@ -233,3 +233,15 @@ def test_lightning_fetches_one_batch_ahead_of_an_unsized_loader():
     trainers.get("lightning").run(lambda sc: FakeLoader(log, 2), _sc(1), ids_of=lambda s: s)
     assert log == ["make", "iter", "next->0.0", "set_epoch(0)", "next->0.1", "next->StopIteration", "state_dict",
                    "close"]
+
+
+def test_a_lossy_resume_may_lose_samples_but_never_deliver_one_twice():
+    from properties.loader_props import Transcript
+
+    plain = Transcript([(0, ((1, 2),)), (0, ((3, 4),))])
+    assert trainers.judge(plain, Transcript([(0, ((1, 2),))]), in_order=False, lossy=True) is None
+    assert "more than once" in trainers.judge(plain, Transcript([(0, ((1, 2),)), (0, ((2, 3),))]),
+                                              in_order=False, lossy=True)
+    assert "[9] foreign" in trainers.judge(plain, Transcript([(0, ((1, 9),))]), in_order=False, lossy=True)
+    # held to exactly once, the same loss is a violation
+    assert "lost [3, 4]" in trainers.judge(plain, Transcript([(0, ((1, 2),))]), in_order=False)
