@@ -142,3 +142,27 @@ def test_real_lightning_on_real_litdata_loses_the_epoch_after_a_mid_epoch_resume
     model = trainers.get("lightning-steps").run(released.make_loader, sc, preempt_after=(1,), ids_of=ids,
                                                 codec=released.state_codec)
     assert model.steps == run(released, (1,))
+
+
+def test_l3s_proposed_fix_would_break_lightning_so_it_is_withdrawn():
+    # a preemption right after an epoch's last batch, under ModelCheckpoint(every_n_train_steps=1): released
+    # litdata starts the next epoch on the iterator Lightning makes after load_state_dict (what Lightning
+    # needs: litdata's own test_dataloader_with_loading_states asserts it), so the run is right; with L3's fix
+    # (the epoch restored as open, the next iter() empty) Lightning trains nothing in epoch 1
+    from properties.targets import litdata_target as LT
+
+    if not LT.available():
+        pytest.skip(LT.MISSING)
+    from properties.stream_fixes import ALL_LITDATA, litdata_component
+    from properties.stream_scenarios import StreamScenario
+
+    sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=0, batch_size=1, epochs=2, checkpoints=(4,))
+    ids = lambda b: (tuple(LT.ids_of(b)),)  # noqa: E731
+
+    def epochs(component):
+        run = fit_adapter(component.make_loader, sc, preempt_after=(4,), ids_of=ids, every_n_train_steps=1)
+        return [e for e, _ in run]
+
+    assert epochs(LT.component()) == [0] * 4 + [1] * 4
+    assert epochs(litdata_component([f for f in ALL_LITDATA if f != "L3"])) == [0] * 4 + [1] * 4
+    assert epochs(litdata_component()) == [0] * 4
