@@ -72,7 +72,8 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
     if level == "none":
         # a documented loss on resume ("examples from shuffle buffers are lost") is no licence to deliver twice
-        T.check_under(T.get(trainer), component.make_loader, sc, kills, lossy=True, **trainer_kw(component, trainer, sc))
+        T.check_under(T.get(trainer), component.make_loader, sc, kills, lossy=True,
+                      allowed=sc.all_ids() if sc.dp_size == 1 else None, **trainer_kw(component, trainer, sc))
         return
     # which samples an epoch holds must not depend on its order or on the loader's state: no documented drop,
     # no weighted draw, no parallel mixture (an epoch is its sources' next items, wherever their cycles are),

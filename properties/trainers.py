@@ -484,15 +484,19 @@ def selected(declared: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(declared) if chosen is None else tuple(t for t in declared if t in chosen)
 
 
-def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, lossy: bool = False) -> str | None:
+def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, lossy: bool = False,
+          allowed: set | None = None) -> str | None:
     """What a preempted run got wrong against the same trainer's uninterrupted run, or None: in order,
     the surviving steps must be the uninterrupted ones; out of order, every epoch must hold the same
     samples exactly once (the order within an epoch is free); ``lossy`` (a loader that documents losing
     samples on a resume, e.g. a shuffle buffer's), every epoch must still hold each sample at most once,
-    and only samples its uninterrupted epoch holds."""
+    and only samples of the data (``allowed``; default: any the uninterrupted run delivered, since which
+    samples a drop_last leaves out of an epoch depends on its order)."""
     if lossy:
+        allowed = set(allowed) if allowed is not None else {sid for e, _ in uninterrupted.steps
+                                                            for sid in uninterrupted.epoch_ids(e)}
         for e in sorted({e for e, _ in resumed.steps}):
-            got, allowed = Counter(resumed.epoch_ids(e)), set(uninterrupted.epoch_ids(e))
+            got = Counter(resumed.epoch_ids(e))
             twice = sorted(k for k, c in got.items() if c > 1)
             foreign = sorted(set(got) - allowed)
             if twice or foreign:
@@ -516,7 +520,7 @@ def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, los
 
 
 def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, *, ordered: bool | None = None,
-                fixed_epochs: bool = True, lossy: bool = False, **kw) -> None:
+                fixed_epochs: bool = True, lossy: bool = False, allowed: set | None = None, **kw) -> None:
     """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
     (``ordered``: judged step for step; default: where the scenario is in_order). ``fixed_epochs``:
     an epoch holds the same samples whatever its order (False for a weighted draw, or a drop_last whose
@@ -530,7 +534,7 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
         raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
                           f"{resumed.trainer_faults[0]}")
     if lossy:
-        why = judge(plain, resumed, in_order=False, lossy=True)
+        why = judge(plain, resumed, in_order=False, lossy=True, allowed=allowed)
         if why:
             raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
                                     f"{sorted(preempt_after)}: {why} (a resume may lose samples here, as documented, "
