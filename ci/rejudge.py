@@ -143,6 +143,31 @@ def markdown(prefix: str, rows: list[dict], real_lightning: bool = False) -> str
     return "\n".join(lines)
 
 
+def pin(prefix: str, rows: list[dict], corpus_dir: str) -> list[str]:
+    """Save every search example that decided a verdict (a bug or latent requirement under a trainer) as a
+    corpus entry naming its finding: what tests/test_trainer_pins.py replays."""
+    from pathlib import Path
+
+    Path(corpus_dir).mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in rows:
+        v = verdict(prefix, row)
+        found = row.get("search") or {}
+        if v["evidence"] != "search example":
+            continue
+        entry = {"format": "properties.regression/1", "target": DEFAULT_TARGET[prefix],
+                 "property": "stream_trainer_resume", "component": resolve(DEFAULT_TARGET[prefix]).components[0].name,
+                 "message": found["message"], "finding": row["finding"], "class": v["class"],
+                 "trainers": v["trainers"],
+                 "found_with": f"python -m ci.rejudge --prefix {prefix} --search N (every fix but {row['finding']}'s)",
+                 "expect": {DEFAULT_TARGET[prefix]: "fail" if v["class"] == "bug" else "pass", FIXED[prefix]: "pass"},
+                 "example": found["minimal_example"]}
+        path = Path(corpus_dir) / f"stream_trainer_resume-{row['finding']}.json"
+        path.write_text(corpus.dumps(entry))
+        written.append(str(path))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ci.rejudge", description=__doc__.splitlines()[0])
     ap.add_argument("--prefix", required=True, choices=sorted(DEFAULT_TARGET),
@@ -154,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finding", action="append", dest="findings", default=None,
                     help="only this finding (repeatable; default: every pinned one)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pin", metavar="DIR", help="with --markdown: save the deciding search examples into DIR")
     ap.add_argument("--real-lightning", action="store_true",
                     help="with --markdown: re-run each bug a lightning model sees on the real Lightning Trainer")
     ap.add_argument("--markdown", metavar="FILE",
@@ -162,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.markdown:
         with open(args.markdown) as f:
-            print(markdown(args.prefix, json.load(f), args.real_lightning))
+            rows = json.load(f)
+        if args.pin:
+            for path in pin(args.prefix, rows, args.pin):
+                print(f"pinned {path}", file=sys.stderr)
+        print(markdown(args.prefix, rows, args.real_lightning))
         return 0
     if args.search < 0:
         ap.error(f"--search must be >= 0, got {args.search}")

@@ -1,0 +1,58 @@
+"""Findings decided under a trainer model (docs/litdata-0.2.76-conformance.md and
+docs/hf-datasets-5.2.0-conformance.md, "Verdicts under the trainers"): where a finding's pinned example
+needed the adversarial schedule, a search under the library's trainers found another example. Each is a
+corpus entry in tests/regressions/streams/trainers/ (written by ``python -m ci.rejudge --markdown FILE
+--pin DIR``), replayed three ways under the trainers its component declares:
+
+* on the library as released it fails (a strict expected failure: a bug a real trainer sees) or, for a
+  latent requirement, passes;
+* with every proposed fix it passes;
+* with every fix but the finding's own it fails: that fix is what the trainer needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from properties import corpus
+from tests.stream_pins import fixes
+
+PINS = Path(__file__).parent / "regressions" / "streams" / "trainers"
+FAMILY = {"L": "litdata", "H": "hf"}
+
+
+def _entries():
+    return [(p.name, corpus.load(p)) for p in corpus.files(PINS)] if PINS.exists() else []
+
+
+def _available(entry) -> bool:
+    from properties.targets import hf_iterable, litdata_target
+
+    lib = litdata_target if entry["finding"].startswith("L") else hf_iterable
+    return lib.available()
+
+
+@pytest.mark.parametrize("name,entry", _entries(), ids=[n for n, _ in _entries()])
+def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
+    if not _available(entry):
+        pytest.skip("the library's extra is not installed (bash ci/install.sh --litdata --hf)")
+    finding, family = entry["finding"], FAMILY[entry["finding"][0]]
+    all_fixes = fixes().ALL_LITDATA if family == "litdata" else fixes().ALL_HF
+    released = corpus.replay_until(entry, "fail", 3)
+    fixed = corpus.replay(entry, [t for t in entry["expect"] if t != entry["target"]][0])
+    assert fixed.status == "pass", f"{name}: fails with every proposed fix: {fixed.message}"
+    from properties.runner import replay_example
+    from properties.suite import get
+
+    without = fixes().with_fixes(family, [f for f in all_fixes if f != finding])
+    other = replay_example(without, get(entry["property"]), entry["component"], entry["example"])
+    assert other.status == "fail", f"{name}: passes without {finding}'s fix: it is not what the trainer needs"
+    if entry["class"] == "latent":
+        assert released.status == "pass", f"{name}: a latent requirement fails on the release: {released.message}"
+        return
+    if released.status == "pass":
+        pytest.fail(f"[XPASS(strict)] {name} passes on {entry['target']} as released: fixed upstream? update the pin")
+    assert released.status == "fail", released
+    pytest.xfail(f"{finding} under {', '.join(entry['trainers'])}: {released.message}")
