@@ -15,6 +15,7 @@ from .user import user_target
 
 # torchtitan 0.3.0 runs in its own overlay environment (properties.targets.torchtitan_target): imported when resolved
 BUILTIN["torchtitan"] = lambda: __import__(f"{__package__}.torchtitan_target", fromlist=["target"]).target()
+BUILTIN["veomni-builders"] = lambda: __import__(f"{__package__}.veomni_builders", fromlist=["target"]).target()
 
 __all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target", "TargetError", "resolve", "names"]
 
