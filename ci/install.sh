@@ -13,6 +13,11 @@
 #                                     #   torchtitan, datasets 4.7.0 and what they import at versions the venv lacks go
 #                                     #   there, --no-deps, exact pins, never torch; python -m properties puts the
 #                                     #   overlay first on PYTHONPATH only where it runs the torchtitan target
+#   bash ci/install.sh --veomni --veomni-datasets  # + the datasets VeOmni 0.1.12 declares (>=2.20,<=2.21): datasets
+#                                     #   2.21.0 and what VeOmni's data and argument modules need at versions the venv
+#                                     #   lacks, in <venv>/overlays/veomni (or $DYNBSZ_VEOMNI_OVERLAY), --no-deps, exact
+#                                     #   pins, never torch; python -m properties puts it first on PYTHONPATH only where
+#                                     #   it runs the veomni-builders target (--veomni alone is unchanged)
 #
 # ci/constraints.txt pins torch==2.13.0, the CPU build on the build machines' disk; without it
 # pip would resolve torch to a multi-GB CUDA build. VeOmni is installed without its own
@@ -23,6 +28,7 @@ extras=()
 veomni=0
 litdata=0
 torchtitan=0
+veomni_datasets=0
 for arg in "$@"; do
   case "$arg" in
     --test) extras+=(test) ;;
@@ -31,7 +37,8 @@ for arg in "$@"; do
     --hf) extras+=(hf) ;;
     --lightning) extras+=(lightning) ;;
     --torchtitan) extras+=(torchtitan); torchtitan=1 ;;
-    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning, --torchtitan)" >&2; exit 2 ;;
+    --veomni-datasets) veomni_datasets=1 ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning, --torchtitan, --veomni-datasets)" >&2; exit 2 ;;
   esac
 done
 spec="$here"
@@ -51,6 +58,20 @@ if [ "$torchtitan" = 1 ]; then
   python -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$overlay" \
     torchtitan==0.3.0 datasets==4.7.0 spmd_types==0.2.3 tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1 \
     dill==0.4.0 multiprocess==0.70.18 fsspec==2026.2.0
+  for pkg in torch torchvision torchdata; do
+    if [ -e "$overlay/$pkg" ]; then
+      echo "ci/install.sh: $pkg was installed into $overlay; it must come from the venv. rm -r $overlay/$pkg" >&2
+      exit 1
+    fi
+  done
+fi
+if [ "$veomni_datasets" = 1 ]; then
+  # datasets 2.21.0 wants fsspec<=2024.6.1, dill<0.3.9, multiprocess (0.70.16 goes with dill 0.3.8); VeOmni's
+  # argument module imports psutil (declared, not in the venv) and VeOmni declares packaging<26 (the venv has 26.x).
+  # Everything else (torch, torchdata, pyarrow, huggingface-hub, transformers, ...) comes from the venv.
+  overlay="${DYNBSZ_VEOMNI_OVERLAY:-$(python -c 'import os, sys; print(os.path.join(sys.prefix, "overlays", "veomni"))')}"
+  python -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$overlay" \
+    datasets==2.21.0 fsspec==2024.6.1 dill==0.3.8 multiprocess==0.70.16 psutil==7.2.2 packaging==25.0
   for pkg in torch torchvision torchdata; do
     if [ -e "$overlay/$pkg" ]; then
       echo "ci/install.sh: $pkg was installed into $overlay; it must come from the venv. rm -r $overlay/$pkg" >&2
