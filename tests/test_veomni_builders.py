@@ -1,0 +1,121 @@
+"""The veomni-builders target: VeOmni 0.1.12's loaders built only by its own builders, with the datasets it
+declares (2.21.0, in the overlay ``bash ci/install.sh --veomni --veomni-datasets`` installs).
+
+Two checks, each a subprocess (the overlay must come first on PYTHONPATH before datasets is imported):
+``python -m properties check --target veomni-builders`` runs trainer_resume on every component (the CLI
+re-runs itself in the overlay), and a probe asserts that what each component drives is what
+``build_dataloader("native", ...)`` returned, that the registry's ``native`` builder was the one called,
+and that the datasets are the builders' own (MappingDataset; WeightedMultiSourceDataset over
+IterativeDataset sources around HF streaming datasets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from properties.targets import veomni_builders as vb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.skipif(not vb.overlay_installed(),
+                                reason=f"VeOmni's declared datasets overlay is not installed: {vb.INSTALL}")
+
+
+def _veomni_installed() -> bool:
+    from importlib import util
+
+    return util.find_spec("veomni") is not None
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (vb.overlay_dir(), ROOT, env.get("PYTHONPATH")) if p)
+    env[vb.ACTIVE_ENV] = "1"
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _needs_veomni():
+    if not _veomni_installed():
+        pytest.skip(f"VeOmni is not installed: {vb.INSTALL}")
+
+
+def test_check_runs_trainer_resume_on_every_component(tmp_path):
+    cmd = [sys.executable, "-m", "properties", "check", "--target", "veomni-builders", "--json", "--database", "none",
+           "--property", "trainer_resume", "--max-examples", "2", "--no-shrink", "--corpus", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["target"] == "veomni-builders"
+    assert "datasets 2.21.0" in doc["description"], doc["description"]
+    rows = {r["component"]: r for r in doc["results"] if r["property"] == "trainer_resume"}
+    assert set(rows) == {"builders:main", "builders:worker", "builders:multisource-main",
+                         "builders:multisource-worker"}, rows
+    for name, row in rows.items():
+        assert row["status"] in ("pass", "fail"), (name, row)
+        assert row["examples"] > 0, (name, row)
+        assert "class" in row and "trainers" in row, (name, row)
+
+
+PROBE = r"""
+import json, sys
+import veomni.data.data_loader as data_loader
+import veomni.data.dataset as dataset
+from datasets import IterableDataset as HFIterableDataset
+from veomni.data.dynamic_batching import DynamicBatchSizeDataLoader
+from properties.scenarios import LoaderScenario
+from properties.targets import veomni_builders as vb
+
+calls = []
+native = data_loader.DATALOADER_REGISTRY["native"]
+assert native is data_loader.build_native_dataloader
+def spy(**kw):
+    out = native(**kw)
+    calls.append((kw, out))
+    return out
+data_loader.DATALOADER_REGISTRY["native"] = spy
+
+out = {}
+comps = {c.name: c for c in vb.target().components}
+for name, c in comps.items():
+    sc = LoaderScenario(num_samples=10, data_seed=1, shuffle_seed=2, num_workers=0, prefetch_factor=None,
+                        runtime=c.runtime, budget=64, buffer_size=2, micro_batches_per_step=2)
+    loader = c.make_loader(sc)
+    kw, returned = calls[-1]
+    assert loader.dl is returned, name
+    want = DynamicBatchSizeDataLoader if c.runtime == "main" else data_loader.DistributedDataloader
+    assert type(loader.dl) is want, (name, type(loader.dl))
+    ds = loader.built.dataset
+    assert kw["dataset"] is ds and kw["collate_fn"].__class__.__name__ == "MainCollator"
+    if "multisource" in name:
+        assert type(ds) is dataset.WeightedMultiSourceDataset
+        assert all(type(s) is dataset.IterativeDataset and isinstance(s._data, HFIterableDataset)
+                   for s in ds._datasets)
+    else:
+        assert type(ds) is dataset.MappingDataset
+    assert c.steps_per_epoch(sc) == loader.built.train_steps == kw["train_steps"]
+    loader.set_epoch(0)
+    steps = [c.ids_of(s) for s in loader]
+    loader.close()
+    out[name] = {"calls": len(calls), "steps": len(steps), "dataloader_batch_size": kw["dataloader_batch_size"],
+                 "datasets": sys.modules["datasets"].__version__}
+print(json.dumps(out))
+"""
+
+
+def test_loaders_are_what_the_builder_returned():
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [out[n]["calls"] for n in sorted(out, key=lambda n: out[n]["calls"])] == [1, 2, 3, 4]
+    for name, row in out.items():
+        assert row["datasets"] == vb.DATASETS_PIN
+        assert row["steps"] > 0, (name, row)
+        # TrainingArguments derives it: 1 in the main runtime, num_micro_batch in the worker runtime
+        assert row["dataloader_batch_size"] == (1 if name.endswith("main") else 2), (name, row)
