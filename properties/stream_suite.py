@@ -204,3 +204,35 @@ def stream_trainer_resume(component: StreamComponent, sc: StreamScenario) -> Non
     _supported(component, sc)
     for trainer in real_trainers(component):
         check_trainer_resume(component, sc, trainer)
+
+
+def _epochs_under_a_trainer(component: Any) -> str | None:
+    why = _has_real_trainer(component)
+    if why:
+        return why
+    if not [t for t in real_trainers(component) if t != "torchtitan"]:
+        return "the component's only trainer, torchtitan, has no epochs (stream_trainer_resume judges its pass)"
+    return None
+
+
+@stream_prop("stream_trainer_epochs", not_for=_epochs_under_a_trainer, cost=5,
+             examples=lambda c: stream_scenarios(c, checkpoints=False, mix=None if len(_no_parallel(c)) > 1
+                                                 else _no_parallel(c)[0]),
+             doc="under every trainer model the loader declares that runs epochs, an uninterrupted run delivers each "
+                 "epoch's samples once and leaves out no more than the loader documents (a trainer that ends an "
+                 "epoch after len() batches trains only what len() promised)")
+def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    if sc.mix == "parallel":
+        raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
+    loss, reason = component.epoch_loss(sc)
+    expected = sc.all_ids() if sc.dp_size == 1 else None
+    for trainer in real_trainers(component):
+        if trainer == "torchtitan":
+            continue
+        t = T.get(trainer).run(component.make_loader, sc, **trainer_kw(component, trainer, sc))
+        for epoch in range(sc.epochs):
+            ids = t.epoch_ids(epoch)
+            S.check_epoch(ids, expected if expected is not None else set(ids), epoch=epoch, loss=loss,
+                          loss_reason=reason, where=f"under trainer {trainer!r}, uninterrupted",
+                          partial=sc.break_after is not None)

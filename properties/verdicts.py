@@ -136,7 +136,7 @@ def classify(target: Target, result: Result) -> Result:
     component = target.component(result.component)
     if result.property == "loader_stateful":
         return replace(result, verdict="contract gap", trainers=("adversarial",))
-    if result.property in ("trainer_resume", "stream_trainer_resume"):
+    if result.property in ("trainer_resume", "stream_trainer_resume", "stream_trainer_epochs"):
         trainers = tuple(t for t in TRAINERS if f"under trainer {t!r}" in result.message)
         return replace(result, verdict="bug", trainers=trainers)
     if (result.property == "stream_mixture" and isinstance(component, StreamComponent)
