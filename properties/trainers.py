@@ -185,12 +185,14 @@ class _LightningFetcher:
     the StopIteration; without one it keeps one batch fetched ahead to know the last batch."""
 
     def __init__(self, loader: Any, limit: int | None):
-        n = _sized_len(loader)
-        self.length = (min(n, limit) if limit is not None else n) if n is not None else limit
+        self.limit, self.length = limit, None
         self.iterator, self.ahead, self.fetched, self.done = None, [], 0, False
 
     def iter(self, loader: Any) -> None:
+        # __iter__ then reset(): the length is read again at every iter(), after any load_state_dict
         self.iterator = iter(loader)
+        n = _sized_len(loader)
+        self.length = (min(n, self.limit) if self.limit is not None else n) if n is not None else self.limit
         self.fetched, self.ahead, self.done = 0, [], self.length == 0
         if self.length is None:
             self.ahead = self._fetch(1)

@@ -188,3 +188,22 @@ def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     real = fit_adapter(LT.make_loader, sc, ids_of=lambda b: (tuple(LT.ids_of(b)),))
     trained = {s for _, ids in real for mb in ids for s in mb}
     assert len(real) == 4 and sorted(set(sc.all_ids()) - trained) == [2]
+
+
+class ShrinkingLen(Recorder):
+    """len() counts what is left after a restore, as a loader that reports its remaining batches does:
+    Lightning reads len() at every iter(), after load_state_dict (fetchers.py reset)."""
+
+    def __len__(self):
+        return self.n - (self.pending[1] if self.pending is not None else 0)
+
+
+@pytest.mark.parametrize("preempt", [(1,), (2,), (4,)])
+def test_the_model_reads_len_at_every_iter_as_lightning_does(preempt):
+    real_log, model_log = [], []
+    real = fit(lambda: ShrinkingLen(real_log, 3, True), epochs=2, preempt_after=preempt, ids_of=lambda b: b,
+               every_n_train_steps=1)
+    model = trainers.get("lightning-steps").run(lambda sc: ShrinkingLen(model_log, 3, True), _sc(2),
+                                                preempt_after=preempt, ids_of=lambda b: b)
+    assert model_log == real_log
+    assert model.steps == real
