@@ -28,8 +28,8 @@ from typing import Sequence
 
 from . import corpus, mutants, profiles, report, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
-from .targets import MUTANT_PREFIX, TargetError, names, resolve, veomni_builders
-from .targets.torchtitan_target import rerun_in_overlay
+from .targets import MUTANT_PREFIX, TargetError, names, resolve
+from .targets.overlay import rerun_in_overlay
 
 PROG = "python -m properties"
 
@@ -269,9 +269,7 @@ COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    rerun = rerun_in_overlay(args, argv)   # torchtitan runs with its own datasets (its overlay)
-    if rerun is None:                      # and veomni-builders with VeOmni's declared datasets (its overlay)
-        rerun = veomni_builders.rerun_in_overlay(args, argv)
+    rerun = rerun_in_overlay(args, argv)   # torchtitan, veomni-builders: their declared datasets (an overlay)
     if rerun is not None:
         return rerun
     try:

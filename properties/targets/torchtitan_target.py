@@ -36,93 +36,34 @@ import json
 import logging
 import math
 import os
-import subprocess
 import sys
 import tempfile
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
+from . import overlay as _overlay
 from .stream import StreamComponent
 
 VERSION = "0.3.0"
 DATASETS_PIN = "4.7.0"
 #: torchtitan 0.3.0's declared range (its METADATA: Requires-Dist: datasets<4.8.0,>=3.6.0)
-DATASETS_RANGE = ((3, 6, 0), (4, 8, 0))
-INSTALL = "bash ci/install.sh --torchtitan"
-OVERLAY_ENV = "DYNBSZ_TORCHTITAN_OVERLAY"
+DATASETS_RANGE = _overlay.TORCHTITAN.datasets
+INSTALL = _overlay.TORCHTITAN.install
+OVERLAY_ENV = _overlay.TORCHTITAN.env
 #: set in the re-run process, so it never re-runs itself
-ACTIVE_ENV = "DYNBSZ_TORCHTITAN_OVERLAY_ACTIVE"
-TARGET = "torchtitan"
+ACTIVE_ENV = _overlay.TORCHTITAN.active_env
+TARGET = _overlay.TORCHTITAN.target
 
 BOS, EOS = -1, -2
 
 
-def overlay_dir() -> str:
-    """Where ``ci/install.sh --torchtitan`` installs the overlay: ``$DYNBSZ_TORCHTITAN_OVERLAY``, else
-    ``<the active environment>/overlays/torchtitan`` (inside .venv/, which git ignores)."""
-    return os.environ.get(OVERLAY_ENV) or os.path.join(sys.prefix, "overlays", "torchtitan")
-
-
-def overlay_installed() -> bool:
-    return os.path.isdir(os.path.join(overlay_dir(), "torchtitan"))
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("+")[0].split(".")[:3] if p.isdigit())
-
-
-def datasets_version() -> str | None:
-    """The datasets this process imports (or would import), without importing it."""
-    if "datasets" in sys.modules:
-        return getattr(sys.modules["datasets"], "__version__", None)
-    from importlib import metadata
-
-    try:
-        return metadata.version("datasets")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def datasets_in_range() -> bool:
-    v = datasets_version()
-    return v is not None and DATASETS_RANGE[0] <= _version(v) < DATASETS_RANGE[1]
-
-
-def _missing() -> str:
-    if not overlay_installed():
-        return (f"torchtitan {VERSION} is not installed (install its overlay environment: {INSTALL}; it goes to "
-                f"{overlay_dir()})")
-    return (f"torchtitan {VERSION} needs datasets>=3.6.0,<4.8.0 but this process has datasets {datasets_version()}: "
-            f"run it through `python -m properties` (which re-runs the command with its overlay {overlay_dir()} "
-            f"first on PYTHONPATH) or set PYTHONPATH={overlay_dir()}")
-
-
-# ---- the re-run hook (properties.cli.main) ---------------------------------------------------
-
-def _target_of(args: Any) -> str | None:
-    name = getattr(args, "target", None)
-    if name is None and getattr(args, "command", None) == "replay" and getattr(args, "file", None):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            with open(args.file) as f:
-                name = json.load(f).get("target")
-    return name
-
-
-def rerun_in_overlay(args: Any, argv: Sequence[str] | None) -> int | None:
-    """If this command's target is ``torchtitan`` and this process cannot import it as torchtitan declares
-    (datasets outside its range) while the overlay is installed, run the same command in a subprocess with
-    the overlay first on ``PYTHONPATH`` and return its exit code; else None (run here: the target then
-    resolves, or reports itself unavailable with the install command)."""
-    if _target_of(args) != TARGET or os.environ.get(ACTIVE_ENV) or datasets_in_range() or not overlay_installed():
-        return None
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (overlay_dir(), here, env.get("PYTHONPATH")) if p)
-    env[ACTIVE_ENV] = "1"
-    argv = list(sys.argv[1:] if argv is None else argv)
-    return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
+OVERLAY = _overlay.TORCHTITAN
+overlay_dir = OVERLAY.dir
+overlay_installed = OVERLAY.installed
+datasets_in_range = OVERLAY.datasets_in_range
+_missing = OVERLAY.missing
 
 
 # ---- torchtitan itself -------------------------------------------------------------------------

@@ -63,95 +63,37 @@ import itertools
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from ..errors import PropertyViolation
 from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario
+from . import overlay as _overlay
 from .base import LoaderComponent, Target
 
 VERSION = "0.1.12"
 DATASETS_PIN = "2.21.0"
 #: VeOmni 0.1.12's declared range (its METADATA: Requires-Dist: datasets<=2.21.0,>=2.20.0)
-DATASETS_RANGE = ((2, 20, 0), (2, 21, 0))
-INSTALL = "bash ci/install.sh --veomni --veomni-datasets"
-OVERLAY_ENV = "DYNBSZ_VEOMNI_OVERLAY"
+DATASETS_RANGE = _overlay.VEOMNI.datasets
+INSTALL = _overlay.VEOMNI.install
+OVERLAY_ENV = _overlay.VEOMNI.env
 #: set in the re-run process, so it never re-runs itself
-ACTIVE_ENV = "DYNBSZ_VEOMNI_OVERLAY_ACTIVE"
-TARGET = "veomni-builders"
+ACTIVE_ENV = _overlay.VEOMNI.active_env
+TARGET = _overlay.VEOMNI.target
 
 
-def overlay_dir() -> str:
-    """Where ``ci/install.sh --veomni-datasets`` installs the overlay: ``$DYNBSZ_VEOMNI_OVERLAY``, else
-    ``<the active environment>/overlays/veomni`` (inside .venv/, which git ignores)."""
-    return os.environ.get(OVERLAY_ENV) or os.path.join(sys.prefix, "overlays", "veomni")
-
-
-def overlay_installed() -> bool:
-    return os.path.isdir(os.path.join(overlay_dir(), "datasets"))
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("+")[0].split(".")[:3] if p.isdigit())
-
-
-def datasets_version() -> str | None:
-    """The datasets this process imports (or would import), without importing it."""
-    if "datasets" in sys.modules:
-        return getattr(sys.modules["datasets"], "__version__", None)
-    from importlib import metadata
-
-    try:
-        return metadata.version("datasets")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def datasets_in_range() -> bool:
-    v = datasets_version()
-    return v is not None and DATASETS_RANGE[0] <= _version(v) <= DATASETS_RANGE[1]
-
-
-def _missing() -> str:
-    if not overlay_installed():
-        return (f"VeOmni {VERSION}'s declared datasets (>=2.20.0,<=2.21.0) is not installed (install its overlay: "
-                f"{INSTALL}; it goes to {overlay_dir()})")
-    return (f"VeOmni {VERSION} declares datasets>=2.20.0,<=2.21.0 but this process has datasets "
-            f"{datasets_version()}: run it through `python -m properties` (which re-runs the command with the "
-            f"overlay {overlay_dir()} first on PYTHONPATH) or set PYTHONPATH={overlay_dir()}")
-
-
-# ---- the re-run hook (properties.cli.main) ---------------------------------------------------
-
-def _target_of(args: Any) -> str | None:
-    name = getattr(args, "target", None)
-    if name is None and getattr(args, "command", None) == "replay" and getattr(args, "file", None):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            with open(args.file) as f:
-                name = json.load(f).get("target")
-    return name
-
-
-def rerun_in_overlay(args: Any, argv: Sequence[str] | None) -> int | None:
-    """If this command's target is ``veomni-builders`` and this process has a datasets outside VeOmni's
-    declared range while the overlay is installed, run the same command in a subprocess with the overlay
-    first on ``PYTHONPATH`` and return its exit code; else None (run here)."""
-    if _target_of(args) != TARGET or os.environ.get(ACTIVE_ENV) or datasets_in_range() or not overlay_installed():
-        return None
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (overlay_dir(), here, env.get("PYTHONPATH")) if p)
-    env[ACTIVE_ENV] = "1"
-    argv = list(sys.argv[1:] if argv is None else argv)
-    return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
+OVERLAY = _overlay.VEOMNI
+overlay_dir = OVERLAY.dir
+overlay_installed = OVERLAY.installed
+datasets_in_range = OVERLAY.datasets_in_range
+_missing = OVERLAY.missing
 
 
 # ---- VeOmni itself ---------------------------------------------------------------------------
