@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .errors import PropertyViolation, Unsupported
-from .loader_props import Transcript, default_ids_of, roundtrip, run_schedule
+from .loader_props import Transcript, default_ids_of, restore_events, roundtrip, run_schedule
 from .scenarios import LoaderScenario
 
 #: a step the trainer trained: (global step, epoch, ids per micro-batch)
@@ -531,6 +531,8 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     # The loaders are built from the scenario as drawn (its checkpoint schedule included: a target may refuse
     # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
     plain = trainer.run(make, scenario, **kw)
+    # where the preemptions fall in the uninterrupted run (at an epoch end, mid-epoch): the coverage tally
+    restore_events(plain, [(k, plain.steps[k - 1][0]) for k in preempt_after if 0 < k <= len(plain.steps)])
     resumed = trainer.run(make, scenario, preempt_after=tuple(preempt_after), **kw)
     if resumed.trainer_faults:
         raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
