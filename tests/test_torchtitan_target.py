@@ -20,8 +20,8 @@ from properties.stream_scenarios import StreamScenario, sample_id
 from properties.targets import torchtitan_target as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-needs_overlay = pytest.mark.skipif(not T.overlay_installed(), reason=f"torchtitan's overlay is not installed "
-                                                                      f"({T.overlay_dir()}): {T.INSTALL}")
+needs_overlay = pytest.mark.skipif(not T.OVERLAY.installed(), reason=f"torchtitan's overlay is not installed "
+                                                                      f"({T.OVERLAY.dir()}): {T.OVERLAY.install}")
 
 
 def test_tokenizer_names_the_sample_in_every_token():
@@ -53,9 +53,7 @@ def test_local_dataset_rows_are_sample_ids():
 
 
 def _overlay_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (T.overlay_dir(), ROOT, env.get("PYTHONPATH")) if p)
-    return env
+    return T.OVERLAY.env_for_subprocess()
 
 
 REAL = textwrap.dedent("""
@@ -142,9 +140,9 @@ def test_check_runs_the_real_loader_under_the_torchtitan_trainer():
 
 
 def test_without_overlay_the_target_says_how_to_install():
-    env = dict(os.environ, **{T.OVERLAY_ENV: os.path.join(ROOT, "no-such-overlay")})
+    env = dict(os.environ, **{T.OVERLAY.env: os.path.join(ROOT, "no-such-overlay")})
     p = subprocess.run([sys.executable, "-m", "properties", "check", "--target", "torchtitan", "--json"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     doc = json.loads(p.stdout)
     assert {r["status"] for r in doc["results"]} == {"skip"}
-    assert all(T.INSTALL in r["message"] for r in doc["results"])
+    assert all(T.OVERLAY.install in r["message"] for r in doc["results"])

@@ -22,8 +22,8 @@ from properties.targets import veomni_builders as vb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.skipif(not vb.overlay_installed(),
-                                reason=f"VeOmni's declared datasets overlay is not installed: {vb.INSTALL}")
+pytestmark = pytest.mark.skipif(not vb.OVERLAY.installed(),
+                                reason=f"VeOmni's declared datasets overlay is not installed: {vb.OVERLAY.install}")
 
 
 def _veomni_installed() -> bool:
@@ -33,16 +33,13 @@ def _veomni_installed() -> bool:
 
 
 def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (vb.overlay_dir(), ROOT, env.get("PYTHONPATH")) if p)
-    env[vb.ACTIVE_ENV] = "1"
-    return env
+    return vb.OVERLAY.env_for_subprocess()
 
 
 @pytest.fixture(autouse=True)
 def _needs_veomni():
     if not _veomni_installed():
-        pytest.skip(f"VeOmni is not installed: {vb.INSTALL}")
+        pytest.skip(f"VeOmni is not installed: {vb.OVERLAY.install}")
 
 
 def test_check_runs_trainer_resume_on_every_component(tmp_path):

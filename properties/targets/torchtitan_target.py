@@ -23,7 +23,7 @@ What is emulated (labelled in the target's description):
 
 torchtitan needs ``datasets>=3.6.0,<4.8.0``; this project's venv keeps datasets 5.2.0 (the HF and
 VeOmni reports use it), so ``bash ci/install.sh --torchtitan`` installs torchtitan, datasets 4.7.0 and
-what they import into an overlay directory (``overlay_dir()``), and ``python -m properties`` re-runs a
+what they import into an overlay directory (``OVERLAY.dir()``, properties.targets.overlay), and ``python -m properties`` re-runs a
 command whose target is ``torchtitan`` in a subprocess with the overlay first on ``PYTHONPATH``
 (``rerun_in_overlay``, called by ``properties.cli.main``).
 """
@@ -48,22 +48,11 @@ from .stream import StreamComponent
 
 VERSION = "0.3.0"
 DATASETS_PIN = "4.7.0"
-#: torchtitan 0.3.0's declared range (its METADATA: Requires-Dist: datasets<4.8.0,>=3.6.0)
-DATASETS_RANGE = _overlay.TORCHTITAN.datasets
-INSTALL = _overlay.TORCHTITAN.install
-OVERLAY_ENV = _overlay.TORCHTITAN.env
-#: set in the re-run process, so it never re-runs itself
-ACTIVE_ENV = _overlay.TORCHTITAN.active_env
-TARGET = _overlay.TORCHTITAN.target
 
 BOS, EOS = -1, -2
 
 
 OVERLAY = _overlay.TORCHTITAN
-overlay_dir = OVERLAY.dir
-overlay_installed = OVERLAY.installed
-datasets_in_range = OVERLAY.datasets_in_range
-_missing = OVERLAY.missing
 
 
 # ---- torchtitan itself -------------------------------------------------------------------------
@@ -78,8 +67,8 @@ class _Quiet(logging.Filter):
 
 @functools.lru_cache(maxsize=1)
 def lib() -> SimpleNamespace:
-    if not datasets_in_range():
-        raise ImportError(_missing())
+    if not OVERLAY.datasets_in_range():
+        raise ImportError(OVERLAY.missing())
     with contextlib.redirect_stdout(sys.stderr):
         import datasets
         import torchtitan
@@ -270,7 +259,7 @@ def component(form: str, infinite: bool) -> StreamComponent:
         name=f"stream:torchtitan-{form}{suffix}", make_loader=functools.partial(_make, form=form, infinite=infinite),
         ids_of=ids_of, state_codec="pickle", resume_promise=lambda sc: ("exact", EXACT), mixes=("single",),
         max_workers=2, batch_sizes=(1, 2, 3), drop_last=(False,), shuffle=(False,), dp=False, break_early=False,
-        knob_notes=NOTES, skip=SKIP, trainers=(TARGET,), training_steps=steps)
+        knob_notes=NOTES, skip=SKIP, trainers=("torchtitan",), training_steps=steps)
 
 
 def _make(sc: StreamScenario, *, form: str, infinite: bool) -> TorchtitanLoader:
@@ -291,8 +280,8 @@ def target():
                    "the tokenizer (each token is its sample's id) and the data (a local JSON-lines dataset, map-style "
                    "and to_iterable_dataset, instead of c4) (properties.targets.torchtitan_target)")
     if not available():
-        return Target(name=TARGET, description=description, unavailable=_missing())
+        return Target(name=OVERLAY.target, description=description, unavailable=OVERLAY.missing())
     v = lib()
     description = description.replace(f"torchtitan {VERSION}'s", f"torchtitan {v.version} (datasets "
                                                                  f"{v.datasets_version})'s", 1)
-    return Target(name=TARGET, description=description, components=components())
+    return Target(name=OVERLAY.target, description=description, components=components())

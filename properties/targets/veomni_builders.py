@@ -48,7 +48,7 @@ What is still emulated (also in the target's description):
 
 VeOmni 0.1.12 declares ``datasets>=2.20.0,<=2.21.0`` (and ``psutil``, ``packaging<26``, which its argument
 module imports); the venv keeps datasets 5.2.0 for the HF report, so ``bash ci/install.sh --veomni-datasets``
-installs datasets 2.21.0 and those packages into an overlay (``overlay_dir()``), and ``python -m properties``
+installs datasets 2.21.0 and those packages into an overlay (``OVERLAY.dir()``, properties.targets.overlay), and ``python -m properties``
 re-runs a command whose target is ``veomni-builders`` with the overlay first on ``PYTHONPATH``
 (``rerun_in_overlay``, called by ``properties.cli.main``). Knobs VeOmni's builder cannot express are declared
 unsupported on the components; the adapters never correct VeOmni.
@@ -80,20 +80,9 @@ from .base import LoaderComponent, Target
 
 VERSION = "0.1.12"
 DATASETS_PIN = "2.21.0"
-#: VeOmni 0.1.12's declared range (its METADATA: Requires-Dist: datasets<=2.21.0,>=2.20.0)
-DATASETS_RANGE = _overlay.VEOMNI.datasets
-INSTALL = _overlay.VEOMNI.install
-OVERLAY_ENV = _overlay.VEOMNI.env
-#: set in the re-run process, so it never re-runs itself
-ACTIVE_ENV = _overlay.VEOMNI.active_env
-TARGET = _overlay.VEOMNI.target
 
 
 OVERLAY = _overlay.VEOMNI
-overlay_dir = OVERLAY.dir
-overlay_installed = OVERLAY.installed
-datasets_in_range = OVERLAY.datasets_in_range
-_missing = OVERLAY.missing
 
 
 # ---- VeOmni itself ---------------------------------------------------------------------------
@@ -102,8 +91,8 @@ _missing = OVERLAY.missing
 def lib() -> SimpleNamespace:
     """VeOmni's argument classes, builders and the classes they return. Raises ImportError without the
     overlay (datasets outside VeOmni's range) or without VeOmni."""
-    if not datasets_in_range():
-        raise ImportError(_missing())
+    if not OVERLAY.datasets_in_range():
+        raise ImportError(OVERLAY.missing())
     # VeOmni's loggers bind sys.stdout when first created: create them pointing at stderr (a --json report)
     with contextlib.redirect_stdout(sys.stderr):
         import datasets
@@ -400,8 +389,8 @@ def target() -> Target:
                    "tokenizer and data transform (each token is its sample's id, plus an 'id' key), the model "
                    "arguments, and the data (JSON-lines files of the trace) (properties.targets.veomni_builders)")
     if not available():
-        return Target(name=TARGET, description=description, unavailable=_missing())
+        return Target(name=OVERLAY.target, description=description, unavailable=OVERLAY.missing())
     v = lib()
     description = description.replace(f"VeOmni {VERSION}'s", f"VeOmni {VERSION} (datasets "
                                                               f"{v.datasets.__version__})'s", 1)
-    return Target(name=TARGET, description=description, components=components())
+    return Target(name=OVERLAY.target, description=description, components=components())
