@@ -57,24 +57,13 @@ def _supported(component: LoaderComponent, sc: LoaderScenario) -> None:
 def _adversarial(component: Any) -> str | None:
     """The properties that drive the loader through every order its API allows run as the
     ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
-    if _loader(component):
-        return _loader(component)
-    if "adversarial" not in component.trainers:
-        return (f"runs the adversarial schedule, which {component.name} does not declare (trainers: "
-                f"{', '.join(component.trainers)})")
-    if "adversarial" not in T.selected(component.trainers):
-        return "runs the adversarial schedule, which --trainer did not select"
-    return None
+    return _loader(component) or T.adversarial_skip(component)
 
 
 def trainer_kw(component: LoaderComponent, trainer: str, sc: LoaderScenario) -> dict[str, Any]:
     """What ``trainer`` needs to drive this component on ``sc``: ids, codec, and its epoch bound."""
     bound = component.steps_per_epoch(sc) if T.needs_epoch_bound(trainer) else None
     return {**_kw(component), "steps_per_epoch": bound}
-
-
-def real_trainers(component: LoaderComponent) -> tuple[str, ...]:
-    return tuple(t for t in T.selected(component.trainers) if t != "adversarial")
 
 
 def check_trainer_resume(component: LoaderComponent, sc: LoaderScenario, trainer: str, *, ordered: bool) -> None:
@@ -195,12 +184,7 @@ def exactly_once(component: LoaderComponent, sc: LoaderScenario) -> None:
 
 
 def _has_real_trainer(component: Any) -> str | None:
-    if _loader(component):
-        return _loader(component)
-    if not real_trainers(component):
-        return (f"the component declares no trainer model but the adversarial schedule (trainers: "
-                f"{', '.join(component.trainers)}), or --trainer selected none of them")
-    return None
+    return _loader(component) or T.no_real_trainer(component)
 
 
 @loader_prop("trainer_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH, not_for=_has_real_trainer,
@@ -209,7 +193,7 @@ def _has_real_trainer(component: Any) -> str | None:
                  "step where the loader promises order, each sample once per epoch otherwise")
 def trainer_resume(component: LoaderComponent, sc: LoaderScenario) -> None:
     _supported(component, replace(sc, checkpoint_on_resume=False))
-    for trainer in real_trainers(component):
+    for trainer in T.real_trainers(component):
         check_trainer_resume(component, sc, trainer, ordered=promises_order(component, sc.in_order))
 
 

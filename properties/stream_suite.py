@@ -38,18 +38,7 @@ def _stream(component: Any) -> str | None:
 def _adversarial(component: Any) -> str | None:
     """The properties that drive the loader through every order its API allows run as the
     ``adversarial`` trainer model: only where it is selected (``--trainer``)."""
-    if _stream(component):
-        return _stream(component)
-    if "adversarial" not in component.trainers:
-        return (f"runs the adversarial schedule, which {component.name} does not declare (trainers: "
-                f"{', '.join(component.trainers)})")
-    if "adversarial" not in T.selected(component.trainers):
-        return "runs the adversarial schedule, which --trainer did not select"
-    return None
-
-
-def real_trainers(component: StreamComponent) -> tuple[str, ...]:
-    return tuple(t for t in T.selected(component.trainers) if t != "adversarial")
+    return _stream(component) or T.adversarial_skip(component)
 
 
 def trainer_kw(component: StreamComponent, trainer: str, sc: StreamScenario) -> dict:
@@ -188,12 +177,7 @@ def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
 
 
 def _has_real_trainer(component: Any) -> str | None:
-    if _stream(component):
-        return _stream(component)
-    if not real_trainers(component):
-        return (f"the component declares no trainer model but the adversarial schedule (trainers: "
-                f"{', '.join(component.trainers)}), or --trainer selected none of them")
-    return None
+    return _stream(component) or T.no_real_trainer(component)
 
 
 @stream_prop("stream_trainer_resume", not_for=_has_real_trainer, examples=stream_scenarios,
@@ -202,7 +186,7 @@ def _has_real_trainer(component: Any) -> str | None:
                  "batch where the loader promises an exact resume, each sample once per epoch where it promises that")
 def stream_trainer_resume(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
-    for trainer in real_trainers(component):
+    for trainer in T.real_trainers(component):
         check_trainer_resume(component, sc, trainer)
 
 
@@ -210,7 +194,7 @@ def _epochs_under_a_trainer(component: Any) -> str | None:
     why = _has_real_trainer(component)
     if why:
         return why
-    if not [t for t in real_trainers(component) if t != "torchtitan"]:
+    if not [t for t in T.real_trainers(component) if t != "torchtitan"]:
         return "the component's only trainer, torchtitan, has no epochs (stream_trainer_resume judges its pass)"
     return None
 
@@ -227,7 +211,7 @@ def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> Non
         raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
     loss, reason = component.epoch_loss(sc)
     expected = sc.all_ids() if sc.dp_size == 1 else None
-    for trainer in real_trainers(component):
+    for trainer in T.real_trainers(component):
         if trainer == "torchtitan":
             continue
         t = T.get(trainer).run(component.make_loader, sc, **trainer_kw(component, trainer, sc))

@@ -486,6 +486,30 @@ def selected(declared: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(declared) if chosen is None else tuple(t for t in declared if t in chosen)
 
 
+def adversarial_skip(component: Any) -> str | None:
+    """Why the properties that run the adversarial schedule skip ``component`` (None: they run): it does not
+    declare that model, or ``--trainer`` did not select it."""
+    if "adversarial" not in component.trainers:
+        return (f"runs the adversarial schedule, which {component.name} does not declare (trainers: "
+                f"{', '.join(component.trainers)})")
+    if "adversarial" not in selected(component.trainers):
+        return "runs the adversarial schedule, which --trainer did not select"
+    return None
+
+
+def real_trainers(component: Any) -> tuple[str, ...]:
+    """The real trainer models (not ``adversarial``) the component declares that this run uses."""
+    return tuple(t for t in selected(component.trainers) if t != "adversarial")
+
+
+def no_real_trainer(component: Any) -> str | None:
+    """Why the properties that preempt real trainers skip ``component`` (None: they run)."""
+    if not real_trainers(component):
+        return (f"the component declares no trainer model but the adversarial schedule (trainers: "
+                f"{', '.join(component.trainers)}), or --trainer selected none of them")
+    return None
+
+
 def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, lossy: bool = False,
           allowed: set | None = None) -> str | None:
     """What a preempted run got wrong against the same trainer's uninterrupted run, or None: in order,
@@ -556,5 +580,6 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
                                    if in_order and resumed.order_lost else ""))
 
 
-__all__ = ["ADVERSARIAL", "LIGHTNING", "LIGHTNING_STEPS", "TORCHDATA", "TORCHTITAN", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
+__all__ = ["ADVERSARIAL", "LIGHTNING", "LIGHTNING_STEPS", "TORCHDATA", "TORCHTITAN", "adversarial_skip", "no_real_trainer",
+           "real_trainers", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
            "needs_epoch_bound", "only", "selected"]
