@@ -67,13 +67,17 @@ def reproducing_trainers(component: LoaderComponent, scenario) -> tuple[str, ...
     return tuple(out)
 
 
+def _uninterrupted(component: StreamComponent, sc):
+    """The stream scenario run with every restore taken out."""
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False, checkpoint_on_resume=False)
+    return S.run_stream(component.make_loader, plain, ids_of=component.ids_of, codec=component.state_codec)
+
+
 def stream_preemptions_of(component: StreamComponent, prop: str, sc):
     """The batches a stream property restored after, as the scenario's checkpoints: its drawn ones, every
     epoch end where it restored there, and (stream_resume) every epoch end and the next epoch's first batch."""
     try:
-        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False,
-                                                            checkpoint_on_resume=False),
-                             ids_of=component.ids_of, codec=component.state_codec)
+        plain = _uninterrupted(component, sc)
     except Exception:  # noqa: BLE001 - it fails without a restore too: the drawn restores are all there is
         return sc
     if prop == "stream_resume":
@@ -87,9 +91,7 @@ def _resumed_mixture_only(component: StreamComponent, sc) -> bool:
     """stream_mixture fails only on its resumed run: the uninterrupted one keeps the weights (a draw that
     is wrong with no restore is wrong whatever drives the loader)."""
     try:
-        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False,
-                                                            checkpoint_on_resume=False),
-                             ids_of=component.ids_of, codec=component.state_codec)
+        plain = _uninterrupted(component, sc)
     except Exception:  # noqa: BLE001 - it crashes with no restore
         return False
     weights = component.mixture_weights(sc)
