@@ -43,6 +43,23 @@ from .scenarios import LoaderScenario
 Trained = tuple[int, int, tuple[tuple, ...]]
 
 
+def _preempted(kills: list[int], step: int) -> bool:
+    """The job dies right after ``step`` if the next preemption is due (each fires once)."""
+    if kills and step >= kills[0]:
+        kills.pop(0)
+        return True
+    return False
+
+
+def _survivors(trained: list[Trained], step: int) -> list[Trained]:
+    """What a restart from the checkpoint of global step ``step`` keeps: the later steps are redone."""
+    return [t for t in trained if t[0] <= step]
+
+
+def _transcript(trained: list[Trained], **kw) -> Transcript:
+    return Transcript([(epoch, ids) for _, epoch, ids in trained], **kw)
+
+
 @dataclass(frozen=True)
 class TrainerModel:
     """One trainer's way of driving a loader. ``run(make, scenario, preempt_after, ids_of, codec,
@@ -96,8 +113,7 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
                     trained.append((global_step, epoch, ids_of(step)))
                     if save_steps and global_step % save_steps == 0:
                         save()
-                    if kills and global_step >= kills[0]:
-                        kills.pop(0)
+                    if _preempted(kills, global_step):
                         killed = True
                         break
                 if killed:
@@ -116,14 +132,14 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
                 trained, global_step, start_epoch, start_step = [], 0, 0, 0
                 continue
             global_step, state = checkpoint
-            trained = [t for t in trained if t[0] <= global_step]
+            trained = _survivors(trained, global_step)
             start_epoch, start_step = global_step // train_steps, global_step % train_steps
             loader.load_state_dict(state)
             if start_step == 0:
                 iter(loader)
     finally:
         loader.close()
-    return Transcript([(epoch, ids) for _, epoch, ids in trained])
+    return _transcript(trained)
 
 
 def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
@@ -150,8 +166,7 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
                     global_step += 1
                     trained.append((global_step, epoch, ids_of(step)))
                     checkpoint = (global_step, epoch, roundtrip(loader.state_dict(), codec))
-                    if kills and global_step >= kills[0]:
-                        kills.pop(0)
+                    if _preempted(kills, global_step):
                         killed = True
                         break
                 if killed:
@@ -161,11 +176,11 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
             loader.close()
             loader = make(scenario)
             global_step, start_epoch, state = checkpoint
-            trained = [t for t in trained if t[0] <= global_step]
+            trained = _survivors(trained, global_step)
             loader.load_state_dict(state)
     finally:
         loader.close()
-    return Transcript([(epoch, ids) for _, epoch, ids in trained])
+    return _transcript(trained)
 
 
 def _sized_len(loader: Any) -> int | None:
@@ -294,8 +309,7 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
                         # is_last_batch: reset() counts the epoch processed and the next job starts the next one
                         checkpoint = (global_step, epoch + 1 if last else epoch, None if last else ready,
                                       roundtrip(loader.state_dict(), codec), _lightning_fault(fetcher, last))
-                    if kills and global_step >= kills[0]:
-                        kills.pop(0)
+                    if _preempted(kills, global_step):
                         killed = True
                         break
                 if killed:
@@ -315,7 +329,7 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
             global_step, processed, unfinished, saved, fault = checkpoint
             if fault and processed < scenario.epochs:
                 faults.append(f"restarted from the checkpoint after global step {global_step}: {fault}")
-            trained = [t for t in trained if t[0] <= global_step]
+            trained = _survivors(trained, global_step)
             done_in_epoch = unfinished or 0
             # restarting = epoch_unfinished (fit_loop.py:133-140): a finished epoch's loader state is not loaded,
             # except a step checkpoint at the last batch (RESTARTED_ON_LAST: its counters show it unfinished)
@@ -327,7 +341,7 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
                               "count over, so the order of later epochs is the trainer's")
     finally:
         loader.close()
-    return Transcript([(epoch, ids) for _, epoch, ids in trained], trainer_faults=tuple(faults), order_lost=order_lost)
+    return _transcript(trained, trainer_faults=tuple(faults), order_lost=order_lost)
 
 
 def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
@@ -361,8 +375,7 @@ def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScena
                 last = training_steps is not None and step == training_steps
                 if interval and step % interval == 0 and not last:
                     checkpoint = (step, pickle.dumps(roundtrip(loader.state_dict(), codec)))
-                if kills and step >= kills[0]:
-                    kills.pop(0)
+                if _preempted(kills, step):
                     killed = True
                     break
             if not killed:
@@ -374,12 +387,12 @@ def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScena
                 trained, step = [], 0
                 continue
             step, blob = checkpoint
-            trained = [t for t in trained if t[0] <= step]
+            trained = _survivors(trained, step)
             loader.state_dict()
             loader.load_state_dict(pickle.loads(blob))
     finally:
         loader.close()
-    return Transcript([(epoch, ids) for _, epoch, ids in trained])
+    return _transcript(trained)
 
 
 def _adversarial_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
