@@ -33,6 +33,11 @@ VERDICT_FILES = (
     "tests/test_hf_conformance.py",
     "tests/test_properties_regressions.py",
     "tests/test_packer_mutants.py",
+    "tests/test_trainer_pins.py",
+    "tests/test_verdicts_streams.py",
+    "tests/test_trainers_lightning.py",
+    "tests/test_torchtitan_target.py",
+    "tests/test_veomni_builders.py",
 )
 
 
