@@ -18,6 +18,7 @@ from dynbsz.config import PackerConfig
 
 from .coverage import reached
 from .errors import PropertyViolation
+from .probes import KIND as PROBE_KIND
 from .scenarios import Sample
 
 #: The states a packer run can reach (``properties.coverage`` labels; ``run_events`` reports them).
@@ -413,3 +414,156 @@ def gate_rule(config: PackerConfig, spec: dict[str, Any]) -> Callable[[int, int,
         ramp_minimum(spec, 0)  # a spec without the schedule's fields fails here, not mid-run
         return lambda n, tokens, phys, step: n > 0 and n >= ramp_minimum(spec, step) and covers(tokens, phys)
     return None
+
+
+# ---- progress and bounded memory: the dual of "a minimum, not a capacity" -------------------
+
+#: The count minimum a cut is due at when a packer's gate has no documented rule and the target declares
+#: no bound: the largest count minimum the suite draws for a built-in gate (``fixed_specs``' 40).
+DEFAULT_PROGRESS_SAMPLES = 40
+
+
+@dataclass(frozen=True)
+class ProgressBound:
+    """What a packer promises about progress and memory when it does not follow its gate's documented
+    rule (a packer with its own readiness, or a user gate of an unknown kind).
+
+    min_samples   a micro-batch is due once the buffer covers the budget and holds this many samples
+    within_puts   ... and is cut within this many further puts (0: at the put that made it due)
+    max_wait      the most cuts a sample may stay buffered (None: the ordered walk's forced head, so a
+                  sample with p samples ahead of it is cut within p + 1 cuts)
+    """
+
+    min_samples: int = DEFAULT_PROGRESS_SAMPLES
+    within_puts: int = 0
+    max_wait: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("min_samples", "within_puts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "min_samples" else 0):
+                raise ValueError(f"ProgressBound.{name}={value!r}: must be an int >= "
+                                 f"{1 if name == 'min_samples' else 0}")
+        if self.max_wait is not None and (not isinstance(self.max_wait, int) or self.max_wait < 1):
+            raise ValueError(f"ProgressBound.max_wait={self.max_wait!r}: must be None (forced head) or an int >= 1")
+
+
+def _count_minimum(config: PackerConfig, spec: dict[str, Any], bound: ProgressBound | None) -> int | None:
+    """The largest sample count a gate's rule may wait for with the budget covered (None: it waits for a
+    token level instead, or has no count): restated from each kind's documentation."""
+    if bound is not None:
+        return bound.min_samples
+    kind = spec.get("kind")
+    if kind == "fixed":
+        return int(spec["buffer_size"])
+    if kind == "token_aware":
+        return int(spec["pool_cap"])
+    if kind == "warmup_ramp":
+        row = auto_schedule(config.budget) if spec.get("policy") == "auto" else spec
+        return max(int(row["start"]), int(row["full"]))
+    if kind == PROBE_KIND:
+        return None          # it waits for its own high-water mark, which the buffer sets
+    return DEFAULT_PROGRESS_SAMPLES
+
+
+def opening_rule(config: PackerConfig, spec: dict[str, Any], bound: ProgressBound | None = None):
+    """When a micro-batch is due: the gate's documented rule, the probe's (restated from
+    ``properties.probes``: covered, and at least ``fraction`` of the largest buffer seen, a mark the
+    rule keeps as it is asked in put order), or for a declared or unknown rule, covered and
+    ``min_samples`` buffered. A function of (samples, tokens, physical tokens, step), asked once per put."""
+    if bound is None:
+        documented = gate_rule(config, spec)
+        if documented is not None:
+            return documented
+    if bound is None and spec.get("kind") == PROBE_KIND:
+        mark = [0]
+
+        def probe(n: int, tokens: int, phys: int, step: int) -> bool:
+            mark[0] = max(mark[0], n)
+            return covered(config, tokens, phys) and n >= math.ceil(float(spec["fraction"]) * mark[0])
+        return probe
+    minimum = _count_minimum(config, spec, bound)
+    return lambda n, tokens, phys, step: n > 0 and n >= minimum and covered(config, tokens, phys)
+
+
+def check_progress(run: Run, spec: dict[str, Any], bound: ProgressBound | None = None) -> None:
+    """Once the buffer can fill a micro-batch under its gate's own rule, a cut follows within
+    ``bound.within_puts`` further puts: a packer that holds a due micro-batch is a trainer waiting."""
+    rule = opening_rule(run.config, spec, bound)
+    slack = bound.within_puts if bound is not None else 0
+    due_since = None
+    for o in run.observations:
+        due = rule(o.num_samples, o.tokens, o.physical, o.step)
+        if o.ready:
+            due_since = None
+            continue
+        if due and due_since is None:
+            due_since = o
+        if due_since is not None and o.put_index - due_since.put_index >= slack:
+            restored = f" (restored at positions {run.restored_at})" if run.restored_at else ""
+            raise PropertyViolation(
+                f"progress: after sample {due_since.put_index} the buffer held {due_since.num_samples} samples and "
+                f"{due_since.tokens} tokens (budget {run.config.budget}), which gate {spec} says fill a micro-batch, "
+                f"and no micro-batch was cut by sample {o.put_index}{restored}: a trainer would wait here, "
+                f"{len(run.stream) - 1 - o.put_index} samples before the end of the stream")
+
+
+def _smallest_fitting(sizes: Sequence[int], room: int) -> int:
+    """How many of ``sizes`` (non-empty samples) fit together in ``room`` tokens, smallest first."""
+    n = total = 0
+    for s in sorted(sizes):
+        if total + s > room:
+            break
+        total, n = total + s, n + 1
+    return n
+
+
+def buffer_limit(run: Run, spec: dict[str, Any], bound: ProgressBound | None = None) -> tuple[int, int]:
+    """The most samples and tokens a packer that keeps ``check_progress`` may hold right after a put.
+
+    A buffer the rule keeps closed either misses the count minimum (at most minimum - 1 samples) or
+    does not cover the budget (at most budget - 1 tokens: the non-empty samples of the stream that fit
+    there smallest first, and every empty one). An open buffer is cut at every put, and a cut takes at
+    least one sample, so it never grows: the peak is a closed buffer's plus one put, plus ``within_puts``
+    puts a declared bound allows. Tokens: the largest that many samples of the stream."""
+    kept = [s for s, ok in zip(run.stream, run.accepted) if ok]
+    sizes = [s.tokens for s in kept if s.tokens > 0]
+    uncovered = _smallest_fitting(sizes, run.config.budget - 1) + sum(1 for s in kept if s.tokens == 0)
+    minimum = _count_minimum(run.config, spec, bound)
+    closed = max(uncovered, (minimum or 1) - 1)
+    samples = closed + 1 + (bound.within_puts if bound is not None else 0)
+    return samples, sum(sorted((s.tokens for s in kept), reverse=True)[:samples])
+
+
+def check_bounded_buffer(run: Run, spec: dict[str, Any], bound: ProgressBound | None = None) -> None:
+    """Peak buffered samples and tokens never exceed ``buffer_limit``: a packer holding far more than a
+    micro-batch is memory a long stream runs out of."""
+    samples, tokens = buffer_limit(run, spec, bound)
+    for o in run.observations:
+        if o.num_samples > samples or o.tokens > tokens:
+            raise PropertyViolation(
+                f"bounded buffer: after sample {o.put_index} the packer held {o.num_samples} samples and {o.tokens} "
+                f"tokens; gate {spec} with budget {run.config.budget} bounds a buffer to {samples} samples and "
+                f"{tokens} tokens")
+
+
+def check_bounded_wait(run: Run, bound: ProgressBound | None = None) -> None:
+    """No sample stays buffered for more cuts than the bound: with the ordered walk's forced head (the
+    default), a sample with p samples ahead of it when it arrived is cut within p + 1 cuts."""
+    cut_of = {sid: k for k, c in enumerate(run.cuts) for sid in c.ids}
+    cuts_by_put = [0] * len(run.stream)   # cuts made before sample i was put
+    k = 0
+    for i in range(len(run.stream)):
+        while k < len(run.cuts) and run.cuts[k].after_put < i:
+            k += 1
+        cuts_by_put[i] = k
+    for i, (s, o) in enumerate(zip(run.stream, run.observations)):
+        if not run.accepted[i] or s.id not in cut_of:
+            continue
+        waited = cut_of[s.id] - cuts_by_put[i] + 1
+        limit = bound.max_wait if bound is not None and bound.max_wait is not None else o.num_samples
+        if waited > limit:
+            why = "its declared bound" if bound is not None and bound.max_wait is not None else (
+                f"{o.num_samples - 1} samples were ahead of it and every cut takes the oldest")
+            raise PropertyViolation(f"bounded wait: sample {s.id!r} (put {i}) was cut only at micro-batch "
+                                    f"{cut_of[s.id]}, {waited} cuts after it arrived; at most {limit} ({why})")

@@ -166,3 +166,26 @@ def gate_state(component: PackerComponent, ex: PackerExample) -> None:
 def ready_idempotent(component: PackerComponent, ex: PackerExample) -> None:
     P.check_same_cuts(_drive(component, ex), _drive(component, ex, observe=False, ready_calls=2),
                       "ready() idempotence: asking ready() twice per sample changed the micro-batches")
+
+
+# ---- progress and bounded memory: the gate must open once its minimum is met and the budget covered --
+
+@packer_prop("progress", kinds=PACKER_AND_GATE, restores=True, interesting=P.GATE_OPENED,
+             doc="once the buffer fills a micro-batch under its gate's rule (or the target's ProgressBound), a cut "
+                 "follows within the bound, restores included: no packer holds a due micro-batch back")
+def progress(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_progress(_drive(component, ex, restore_after=ex.restore_after), ex.gate, component.progress)
+
+
+@packer_prop("bounded_buffer", kinds=PACKER_AND_GATE, interesting=P.KEPT_ACROSS_CUT, packable=True,
+             doc="peak buffered samples and tokens stay within the limit the gate and the budget imply "
+                 "(packer_props.buffer_limit)")
+def bounded_buffer(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_bounded_buffer(_drive(component, ex), ex.gate, component.progress)
+
+
+@packer_prop("bounded_wait", kinds=PACKING, interesting=P.LEFT_BEHIND, packable=True,
+             doc="no sample waits more cuts than the samples ahead of it when it arrived, plus one (the forced "
+                 "head), or the target's declared max_wait")
+def bounded_wait(component: PackerComponent, ex: PackerExample) -> None:
+    P.check_bounded_wait(_drive(component, ex), component.progress)

@@ -20,6 +20,23 @@ class GateAsCapacity(FixedGate):
         return view.num_samples >= self.buffer_size
 
 
+@mutant("gate-stuck-after-restore", component="gate", replaces="fixed", aims_at="progress")
+@dataclass(frozen=True)
+class GateStuckAfterRestore(FixedGate):
+    """Keeps a flag in its state and never opens again once restored: a resumed run only drains."""
+
+    restored: bool = False
+
+    def ready(self, view) -> bool:
+        return not self.restored and super().ready(view)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        object.__setattr__(self, "restored", True)
+
+
 @mutant("gate-ignores-minimum", component="gate", replaces="fixed")
 @dataclass(frozen=True)
 class GateIgnoresMinimum(FixedGate):

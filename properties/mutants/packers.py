@@ -176,3 +176,13 @@ class WarmupRoundsUp(GreedyPacker):
         if c.warmup_steps > 0 and step <= c.warmup_steps:
             return -(-(c.budget - c.warmup_init_tokens) * step // c.warmup_steps) + c.warmup_init_tokens
         return c.budget
+
+
+@mutant("releases-only-at-end", component="packer", aims_at="progress")
+class ReleasesOnlyAtEnd(GreedyPacker):
+    """Never ready: every sample waits for the end-of-stream drain, whose micro-batches are each a correct
+    greedy walk, so every safety property passes while a trainer waits for its first step."""
+
+    def ready(self) -> bool:
+        return False
+

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
 
+from ..packer_props import ProgressBound
 from ..registry import KINDS
 from ..trainers import TRAINERS, needs_epoch_bound
 
@@ -77,6 +78,10 @@ class PackerComponent(Component):
     documented_rule                 the gate specs drawn are built-in kinds with a documented opening rule
     accepts_gates                   make_packer hands the packer a gate object built from any spec
                                     (so the suite's stateful probe gate can be used)
+    progress                        a ``ProgressBound`` for a packer that does not open when its gate's
+                                    documented rule does (None: the gate spec's rule; an unknown gate kind
+                                    gets ``ProgressBound()``'s default): the progress, bounded_buffer and
+                                    bounded_wait properties hold it to that
     """
 
     make_packer: MakePacker
@@ -88,6 +93,13 @@ class PackerComponent(Component):
     json_state: bool = True
     documented_rule: bool = False
     accepts_gates: bool = True
+    progress: ProgressBound | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.progress is not None and not isinstance(self.progress, ProgressBound):
+            raise TargetError(f"PackerComponent {self.name!r}: progress={self.progress!r} must be a "
+                              "properties.packer_props.ProgressBound or None")
 
 
 MakeLoader = Callable[[Any], Any]          # LoaderScenario -> loader

@@ -13,7 +13,9 @@
   ``gates`` (families among ``fixed``, ``token_aware``, ``probe``; default all), ``overlong``
   and ``empty`` (policies among ``emit_alone``, ``drop``), ``json_state`` (default True:
   ``state_dict()`` must survive ``json.dumps``), ``skip_properties`` (``{property: reason}``
-  for what the packer does not promise, e.g. ``ordered_greedy`` for a best-fit packer).
+  for what the packer does not promise, e.g. ``ordered_greedy`` for a best-fit packer), ``progress`` (a
+  ``properties.packer_props.ProgressBound`` for a packer with its own readiness: when a cut is due, how
+  long a sample may wait).
 * a ``properties.targets.Target``: full control (any kind, including loaders). A
   ``LoaderComponent``'s ``make_loader`` is probed once on a small scenario: the loader must
   have ``set_epoch``, ``__iter__``, ``state_dict``, ``load_state_dict`` and ``close``.
@@ -33,7 +35,7 @@ from dynbsz.factory import load_object, one_line
 from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
-from ..packer_props import gate_rule
+from ..packer_props import ProgressBound, gate_rule
 from ..scenarios import LoaderScenario
 from .base import Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
@@ -120,6 +122,14 @@ def _option(name: str, factory: Any, attr: str, allowed: tuple[str, ...], defaul
     return value
 
 
+def _progress(name: str, factory: Any) -> ProgressBound | None:
+    bound = getattr(factory, "progress", None)
+    if bound is not None and not isinstance(bound, ProgressBound):
+        raise TargetError(f"target {name!r}: progress={bound!r} must be a properties.packer_props.ProgressBound "
+                          "(min_samples, within_puts, max_wait) or absent (the gate's documented rule)")
+    return bound
+
+
 def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
     try:
         probe = packer_factory(PackerConfig(budget=64), FixedGate(1))
@@ -143,6 +153,7 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
         overlong=_option(name, packer_factory, "overlong", POLICIES, POLICIES),
         empty=_option(name, packer_factory, "empty", POLICIES, POLICIES),
         json_state=bool(getattr(packer_factory, "json_state", True)), accepts_gates="probe" in families,
+        progress=_progress(name, packer_factory),
         skip=dict(getattr(packer_factory, "skip_properties", {}) or {}))
     return Target(name=name, description=f"user packer factory {getattr(packer_factory, '__name__', '?')}",
                   components=(component,))
