@@ -9,6 +9,7 @@ check trusts the packer's bookkeeping. Each ``check_*`` function raises
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from dataclasses import dataclass, field
@@ -439,11 +440,10 @@ class ProgressBound:
     max_wait: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("min_samples", "within_puts"):
+        for name, least in (("min_samples", 1), ("within_puts", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "min_samples" else 0):
-                raise ValueError(f"ProgressBound.{name}={value!r}: must be an int >= "
-                                 f"{1 if name == 'min_samples' else 0}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"ProgressBound.{name}={value!r}: must be an int >= {least}")
         if self.max_wait is not None and (not isinstance(self.max_wait, int) or self.max_wait < 1):
             raise ValueError(f"ProgressBound.max_wait={self.max_wait!r}: must be None (forced head) or an int >= 1")
 
@@ -471,10 +471,6 @@ def opening_rule(config: PackerConfig, spec: dict[str, Any], bound: ProgressBoun
     ``properties.probes``: covered, and at least ``fraction`` of the largest buffer seen, a mark the
     rule keeps as it is asked in put order), or for a declared or unknown rule, covered and
     ``min_samples`` buffered. A function of (samples, tokens, physical tokens, step), asked once per put."""
-    if bound is None:
-        documented = gate_rule(config, spec)
-        if documented is not None:
-            return documented
     if bound is None and spec.get("kind") == PROBE_KIND:
         mark = [0]
 
@@ -482,6 +478,9 @@ def opening_rule(config: PackerConfig, spec: dict[str, Any], bound: ProgressBoun
             mark[0] = max(mark[0], n)
             return covered(config, tokens, phys) and n >= math.ceil(float(spec["fraction"]) * mark[0])
         return probe
+    documented = gate_rule(config, spec) if bound is None else None
+    if documented is not None:
+        return documented
     minimum = _count_minimum(config, spec, bound)
     return lambda n, tokens, phys, step: n > 0 and n >= minimum and covered(config, tokens, phys)
 
@@ -551,16 +550,11 @@ def check_bounded_wait(run: Run, bound: ProgressBound | None = None) -> None:
     """No sample stays buffered for more cuts than the bound: with the ordered walk's forced head (the
     default), a sample with p samples ahead of it when it arrived is cut within p + 1 cuts."""
     cut_of = {sid: k for k, c in enumerate(run.cuts) for sid in c.ids}
-    cuts_by_put = [0] * len(run.stream)   # cuts made before sample i was put
-    k = 0
-    for i in range(len(run.stream)):
-        while k < len(run.cuts) and run.cuts[k].after_put < i:
-            k += 1
-        cuts_by_put[i] = k
+    after_put = [c.after_put for c in run.cuts]   # non-decreasing: cuts follow puts
     for i, (s, o) in enumerate(zip(run.stream, run.observations)):
         if not run.accepted[i] or s.id not in cut_of:
             continue
-        waited = cut_of[s.id] - cuts_by_put[i] + 1
+        waited = cut_of[s.id] - bisect.bisect_left(after_put, i) + 1
         limit = bound.max_wait if bound is not None and bound.max_wait is not None else o.num_samples
         if waited > limit:
             why = "its declared bound" if bound is not None and bound.max_wait is not None else (

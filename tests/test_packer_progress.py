@@ -15,8 +15,8 @@ from properties.errors import PropertyViolation
 from properties.runner import RunSettings, run_property
 from properties.scenarios import Sample
 from properties.targets import resolve
-from properties.targets.base import PackerComponent, TargetError
-from properties.targets.builtin import fixed_specs
+from properties.targets.base import PackerComponent, Target, TargetError
+from properties.targets.builtin import build_gate, fixed_specs
 
 
 def _run(sizes, accepted=None, **config) -> P.Run:
@@ -102,24 +102,16 @@ class _EveryEighth(GreedyPacker):
 
 
 def _check(component, name):
-    from properties.targets.base import Target
-
     target = Target(name="own", components=(component,))
     return run_property(target, suite.get(name), component, RunSettings(max_examples=150, database=None, shrink=False))
 
 
 def test_a_packer_with_its_own_readiness_fails_progress_unless_it_declares_its_bound():
-    base = dict(name="packer", kind="packer", make_packer=lambda c, s: _EveryEighth(c, P_gate(s, c)),
+    base = dict(name="packer", kind="packer", make_packer=lambda c, s: _EveryEighth(c, build_gate(s, c.budget)),
                 gate_specs=fixed_specs)
     assert _check(PackerComponent(**base), "progress").status == "fail"
     declared = PackerComponent(**base, progress=P.ProgressBound(min_samples=1, within_puts=7, max_wait=60))
     assert _check(declared, "progress").status == "pass"
-
-
-def P_gate(spec, config):
-    from properties.targets.builtin import build_gate
-
-    return build_gate(spec, config.budget)
 
 
 def test_the_new_properties_are_in_the_suite_for_packers_and_gates():

@@ -185,4 +185,3 @@ class ReleasesOnlyAtEnd(GreedyPacker):
 
     def ready(self) -> bool:
         return False
-

@@ -98,8 +98,9 @@ class PackerComponent(Component):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.progress is not None and not isinstance(self.progress, ProgressBound):
-            raise TargetError(f"PackerComponent {self.name!r}: progress={self.progress!r} must be a "
-                              "properties.packer_props.ProgressBound or None")
+            raise TargetError(f"PackerComponent {self.name!r}: progress={self.progress!r} (a packer "
+                              "factory's .progress attribute) must be a properties.packer_props.ProgressBound "
+                              "(min_samples, within_puts, max_wait) or absent (the gate's documented rule)")
 
 
 MakeLoader = Callable[[Any], Any]          # LoaderScenario -> loader

@@ -35,7 +35,7 @@ from dynbsz.factory import load_object, one_line
 from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
-from ..packer_props import ProgressBound, gate_rule
+from ..packer_props import gate_rule
 from ..scenarios import LoaderScenario
 from .base import Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
@@ -122,14 +122,6 @@ def _option(name: str, factory: Any, attr: str, allowed: tuple[str, ...], defaul
     return value
 
 
-def _progress(name: str, factory: Any) -> ProgressBound | None:
-    bound = getattr(factory, "progress", None)
-    if bound is not None and not isinstance(bound, ProgressBound):
-        raise TargetError(f"target {name!r}: progress={bound!r} must be a properties.packer_props.ProgressBound "
-                          "(min_samples, within_puts, max_wait) or absent (the gate's documented rule)")
-    return bound
-
-
 def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
     try:
         probe = packer_factory(PackerConfig(budget=64), FixedGate(1))
@@ -153,7 +145,7 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
         overlong=_option(name, packer_factory, "overlong", POLICIES, POLICIES),
         empty=_option(name, packer_factory, "empty", POLICIES, POLICIES),
         json_state=bool(getattr(packer_factory, "json_state", True)), accepts_gates="probe" in families,
-        progress=_progress(name, packer_factory),
+        progress=getattr(packer_factory, "progress", None),
         skip=dict(getattr(packer_factory, "skip_properties", {}) or {}))
     return Target(name=name, description=f"user packer factory {getattr(packer_factory, '__name__', '?')}",
                   components=(component,))
