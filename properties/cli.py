@@ -4,6 +4,7 @@
              [--property P] [--component C] [--no-shrink]                   (only these; first failure as found)
     fuzz     --target ... --minutes M [--corpus DIR]                          a long run, saving every failure
     replay   FILE [--target NAME] [--runs N]                                  one saved failure (N times)
+    (check, fuzz, replay, mutants: --step-timeout S, the wall-time bound of a loader's iter() and next())
     mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
     list                                                                      targets, properties, mutants
 
@@ -26,10 +27,11 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
-from . import corpus, mutants, profiles, report, suite, trainers, verdicts
+from . import corpus, mutants, mutation, profiles, report, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
 from .targets import MUTANT_PREFIX, TargetError, names, resolve
 from .targets.overlay import rerun_in_overlay
+from .watchdog import DEFAULT_STEP_TIMEOUT_S
 
 PROG = "python -m properties"
 
@@ -55,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
                              "$XDG_CACHE_HOME/dynbsz-harness/hypothesis); 'none' for no database")
         sp.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
         trainer_option(sp)
+        timeout_option(sp, DEFAULT_STEP_TIMEOUT_S)
+
+    def timeout_option(sp, default: float) -> None:
+        sp.add_argument("--step-timeout", type=float, default=default, metavar="S",
+                        help="a loader's iter() or next() that takes longer than S seconds fails the property as a "
+                             f"hang (properties.watchdog; default {default:g}; 0: no wall-time bound, the bound on "
+                             "steps per epoch stays)")
 
     def trainer_option(sp) -> None:
         sp.add_argument("--trainer", action="append", dest="trainers", metavar="NAME", choices=tuple(trainers.TRAINERS),
@@ -83,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                         "can depend on timing)")
     r.add_argument("--json", action="store_true")
     trainer_option(r)
+    timeout_option(r, DEFAULT_STEP_TIMEOUT_S)
 
     m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
     m.add_argument("--profile", choices=profiles.PROFILES, default="ci")
@@ -92,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--all-properties", action="store_true",
                    help="run every property on every mutant (default: stop at the first that kills it)")
     m.add_argument("--json", action="store_true")
+    timeout_option(m, mutation.MUTANT_STEP_TIMEOUT_S)
 
     lst = sub.add_parser("list", help="targets, properties and mutants")
     lst.add_argument("--json", action="store_true")
@@ -116,6 +127,13 @@ def _check_properties(wanted: Sequence[str] | None) -> None:
 def _check_positive(setting: str, value) -> None:
     if value is not None and value <= 0:
         raise UsageError(f"{setting} must be > 0, got {value}")
+
+
+def _step_timeout(args) -> float | None:
+    """--step-timeout: seconds > 0, or 0 for no wall-time bound."""
+    if args.step_timeout < 0:
+        raise UsageError(f"--step-timeout must be >= 0 seconds (0: no wall-time bound), got {args.step_timeout:g}")
+    return args.step_timeout or None
 
 
 def _seed_command(args, result: Result) -> str:
@@ -173,7 +191,7 @@ def cmd_check(args) -> int:
     target = resolve(args.target)
     _check_components(target, args.components)
     rs = RunSettings(profile=args.profile, seed=args.seed, max_examples=args.max_examples, database=_database(args),
-                     shrink=not args.no_shrink)
+                     shrink=not args.no_shrink, step_timeout_s=_step_timeout(args))
     with trainers.only(args.trainers):
         found = run_target(target, rs, args.properties, args.components)
     # every failure re-run under every trainer model its component declares, whatever --trainer selected
@@ -196,7 +214,7 @@ def cmd_fuzz(args) -> int:
     with trainers.only(args.trainers):
         result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
                       database=_database(args), profile=args.profile,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+                      progress=lambda line: print(line, file=sys.stderr, flush=True), step_timeout_s=_step_timeout(args))
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
     return 1 if result.failed else 0
 
@@ -208,7 +226,7 @@ def cmd_replay(args) -> int:
     except corpus.CorpusError as e:
         raise UsageError(str(e)) from None
     with trainers.only(args.trainers):
-        results = [corpus.replay(entry, args.target) for _ in range(args.runs)]
+        results = [corpus.replay(entry, args.target, step_timeout_s=_step_timeout(args)) for _ in range(args.runs)]
     result = next((r for r in results if r.status == "fail"), results[0])
     result = verdicts.classify(resolve(args.target or entry["target"]), result)
     failed = sum(r.status == "fail" for r in results)
@@ -231,10 +249,8 @@ def cmd_replay(args) -> int:
 
 
 def cmd_mutants(args) -> int:
-    from . import mutation
-
     _check_positive("--max-examples", args.max_examples)
-    rs = mutation.default_settings(args.profile, args.seed, args.max_examples)
+    rs = mutation.default_settings(args.profile, args.seed, args.max_examples, step_timeout_s=_step_timeout(args))
     try:
         outcomes = mutation.run_mutants(rs, args.mutants, first_kill=not args.all_properties)
     except KeyError as e:

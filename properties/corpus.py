@@ -130,11 +130,12 @@ def files(corpus_dir: str | Path) -> list[Path]:
     return sorted(Path(corpus_dir).glob("*.json"))
 
 
-def replay(entry: dict[str, Any], target: str | None = None) -> Result:
-    """Replay a loaded entry on its own target, or on ``target``. Raises TargetError for a bad target."""
+def replay(entry: dict[str, Any], target: str | None = None, **kw: Any) -> Result:
+    """Replay a loaded entry on its own target, or on ``target`` (``kw``: ``replay_example``'s, the wall-time
+    bound). Raises TargetError for a bad target."""
     name = target or entry["target"]
     prop = suite.get(entry["property"])
-    return replay_example(resolve(name), prop, entry["component"], entry["example"])
+    return replay_example(resolve(name), prop, entry["component"], entry["example"], **kw)
 
 
 def timing_may_matter(entry: dict[str, Any]) -> bool:

@@ -19,6 +19,7 @@ from hypothesis import settings
 from . import corpus, profiles, verdicts
 from .runner import Result, RunSettings, plan, run_property, skip_reason, skipped
 from .targets.base import Target
+from .watchdog import DEFAULT_STEP_TIMEOUT_S
 
 FIRST_CHUNK = 100   # examples per property in the first round; doubled every round
 MIN_CHUNK = 10
@@ -52,9 +53,11 @@ class FuzzReport:
 
 def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | None, only: Iterable[str] | None = None,
          database: str | None = None, profile: str = "fuzz", clock: Callable[[], float] = time.monotonic,
-         progress: Callable[[str], None] = lambda line: None) -> FuzzReport:
+         progress: Callable[[str], None] = lambda line: None,
+         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> FuzzReport:
     """Round-robin over the (property, component) pairs until ``minutes`` have passed.
-    Round r uses seed ``seed + r``; a run is sized to the time left from the pair's measured rate."""
+    Round r uses seed ``seed + r``; a run is sized to the time left from the pair's measured rate.
+    ``step_timeout_s``: the wall-time bound on a loader's iter() and next() (``properties.watchdog``)."""
     profiles.register()
     ceiling = settings.get_profile(profile).max_examples
     deadline = clock() + 60.0 * minutes
@@ -78,7 +81,8 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
             n = min(prop.examples_for(chunk), ceiling)
             if stats.examples and stats.seconds > 0:  # fit the run into the time left
                 n = max(MIN_CHUNK, min(n, int(left * stats.examples / stats.seconds)))
-            rs = RunSettings(profile=profile, seed=seed + report.rounds, max_examples=n, database=database)
+            rs = RunSettings(profile=profile, seed=seed + report.rounds, max_examples=n, database=database,
+                             step_timeout_s=step_timeout_s)
             started = clock()
             result = run_property(target, prop, component, rs)
             stats.seconds += clock() - started

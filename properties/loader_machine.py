@@ -30,6 +30,7 @@ from .errors import PropertyViolation, Unsupported
 from .loader_props import MULTI_WORKER, RESTORE_MID_EPOCH, default_ids_of, roundtrip
 from .scenarios import LoaderProgram, LoaderScenario
 from .strategies import start_methods
+from .watchdog import LoaderHang, StopSearch, Watch
 
 #: Epochs of a program's scenario, and operations per run (Hypothesis's stateful_step_count).
 EPOCHS = 3
@@ -58,6 +59,7 @@ class Driver:
         self.it: Any = None
         self.epoch = 0
         self.seen: list[tuple[int, Any, tuple]] = []   # (epoch, signature, ids) of every step taken
+        self.watch = Watch(sc, "the loader state machine's program")
         self.epoch_over = False
 
     @property
@@ -72,15 +74,16 @@ class Driver:
                 coverage.reached(MULTI_WORKER)
             self.loader = self.make(self.sc)
             self.loader.set_epoch(0)
-            self.it = iter(self.loader)
+            self.it = self.watch.iter(self.loader, 0)
 
     def _uninterrupted(self) -> list[tuple[int, Any]]:
         loader = self.make(self.sc)
         try:
             out = []
+            watch = Watch(self.sc, "the uninterrupted run the program is compared with")
             for e in range(self.sc.epochs):
                 loader.set_epoch(e)
-                out.extend((e, self.signature(step)) for step in loader)
+                out.extend((e, self.signature(step)) for step in watch.iter(loader, e))
             return out
         finally:
             loader.close()
@@ -119,7 +122,7 @@ class Driver:
         self.loader = self.make(self.sc)
         self.loader.load_state_dict(state)
         self.loader.set_epoch(self.epoch)
-        self.it = iter(self.loader)
+        self.it = self.watch.iter(self.loader, self.epoch)
 
     def op_drop(self) -> None:
         # A training loop that breaks out (its workers shut down) and iterates again.
@@ -129,7 +132,7 @@ class Driver:
             coverage.reached(DROPPED_MID_EPOCH)
         self.it = None
         self.loader.close()
-        self.it = iter(self.loader)
+        self.it = self.watch.iter(self.loader, self.epoch)
 
     def op_next_epoch(self) -> None:
         if not self.epoch_over or self.epoch + 1 >= self.sc.epochs:
@@ -137,7 +140,7 @@ class Driver:
         self.epoch += 1
         self.it = None
         self.loader.set_epoch(self.epoch)
-        self.it = iter(self.loader)
+        self.it = self.watch.iter(self.loader, self.epoch)
         self.epoch_over = False
 
     def close(self) -> None:
@@ -263,6 +266,10 @@ def machine_for(component: Any) -> type[RuleBasedStateMachine]:
         def _guard(self, action: Callable[[], None]) -> None:
             try:
                 action()
+            except LoaderHang as e:
+                type(self).on_violation(self._record(), f"{e} (after {_short(tuple(self.ops))})")
+                traceback.clear_frames(e.__traceback__)
+                raise StopSearch(e) from e   # not shrunk: every attempt would wait the bound out again
             except PropertyViolation as e:
                 type(self).on_violation(self._record(), str(e))
                 raise

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from .coverage import reached
 from .errors import PropertyViolation
 from .scenarios import LoaderScenario
+from .watchdog import Watch
 
 #: The states a loader run can reach (``properties.coverage`` labels).
 RESTORE_MID_EPOCH = "restore mid-epoch"
@@ -109,6 +110,7 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
     steps: list = []
     restores: list[tuple[int, int]] = []   # (steps delivered, epoch) at each restore
     n = 0
+    watch = Watch(scenario, _schedule(scenario))
     on_resume: list = []   # the checkpoint written on the last resume, until a step follows it
 
     def restore(loader, epoch: int):
@@ -129,7 +131,7 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
             loader = restore(loader, first_epoch)
         for epoch in range(first_epoch, scenario.epochs):
             loader.set_epoch(epoch)
-            it = iter(loader)
+            it = watch.iter(loader, epoch)
             taken = 0
             while not (epoch == 0 and break_after is not None and taken >= break_after):
                 try:
@@ -143,7 +145,7 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
                 for _ in range(points.get(n, 0)):
                     loader = restore(loader, epoch)
                     loader.set_epoch(epoch)
-                    it = iter(loader)
+                    it = watch.iter(loader, epoch)
             it = None  # the finished (or abandoned) iterator goes before a restore builds new workers
             on_resume.clear()   # the loader saw its epoch end (or broken off): the epoch-end checkpoint asks it
             if on_loader is not None:
@@ -184,7 +186,8 @@ def expected_epoch_ids(scenario: LoaderScenario) -> set | None:
 # ---- properties ------------------------------------------------------------------------------
 
 def _schedule(scenario: LoaderScenario) -> str:
-    where = f"checkpoints after steps {list(scenario.checkpoints)}"
+    where = f"rank {scenario.dp_rank} of {scenario.dp_size}, " if scenario.dp_size > 1 else ""
+    where += f"checkpoints after steps {list(scenario.checkpoints)}" if scenario.checkpoints else "no checkpoints"
     where += " and at every epoch end" if scenario.restore_at_epoch_end else ""
     return where + (", a checkpoint written right after every restore" if scenario.checkpoint_on_resume else "")
 
@@ -314,6 +317,7 @@ def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, ste
     max_epochs = (bound + 2) if bound is not None else scenario.epochs   # every epoch yields >= 1 step
     per_epoch: list[int] = []
     n = 0
+    watch = Watch(scenario, f"stopping rule {rule}, {_schedule(scenario)}")
     loader = make(scenario)
 
     def restore(loader):
@@ -329,7 +333,7 @@ def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, ste
         epoch = 0
         while epoch < max_epochs and (bound is None or n < bound):
             loader.set_epoch(epoch)
-            it = iter(loader)
+            it = watch.iter(loader, epoch)
             k = 0
             while steps_per_epoch is None or k < steps_per_epoch:
                 try:
@@ -345,7 +349,7 @@ def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, ste
                 for _ in range(points.get(n, 0)):
                     loader = restore(loader)
                     loader.set_epoch(epoch)
-                    it = iter(loader)
+                    it = watch.iter(loader, epoch)
             it = None
             per_epoch.append(k)
             epoch += 1

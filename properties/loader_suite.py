@@ -187,6 +187,25 @@ def _has_real_trainer(component: Any) -> str | None:
     return _loader(component) or T.no_real_trainer(component)
 
 
+def no_hang_scenarios(component: LoaderComponent) -> st.SearchStrategy[LoaderScenario]:
+    """Scenarios without checkpoints (every loader target can run them), DP ranks where the component
+    reads DP shards (one of two examples, so a stuck rank shows)."""
+    plain = loader_scenarios(component, checkpoints=False)
+    return st.booleans().flatmap(lambda dp: loader_scenarios(component, checkpoints=False, dp=True) if dp else plain) \
+        if component.dp else plain
+
+
+@loader_prop("no_hang", examples=no_hang_scenarios, interesting=L.MULTI_WORKER,
+             doc="every rank's epochs end: one pass yields at most two steps per sample plus two, and every iter() "
+                 "and next() returns within the wall-time bound (--step-timeout); a loader that never ends an "
+                 "epoch, a rank that waits for its peers forever or a worker that stops delivering fails with "
+                 "the schedule and where it stopped (properties.watchdog) instead of hanging the run")
+def no_hang(component: LoaderComponent, sc: LoaderScenario) -> None:
+    _supported(component, sc)
+    for rank in range(sc.dp_size):
+        L.run_schedule(component.make_loader, replace(sc, dp_rank=rank), **_kw(component))
+
+
 @loader_prop("trainer_resume", examples=loader_scenarios, interesting=L.RESTORE_MID_EPOCH, not_for=_has_real_trainer,
              doc="under every trainer model the loader declares (properties.trainers), preempting the job after the "
                  "drawn steps and restarting it as that trainer restarts leaves what it trains unchanged: step for "

@@ -69,6 +69,14 @@ def _get(name: str) -> M.Mutant:
     return m
 
 
-def default_settings(profile: str = "ci", seed: int = 0, max_examples: int | None = None) -> RunSettings:
+#: The wall-time bound per loader call in a mutation run (``properties.watchdog``): a hang mutant is killed
+#: once it is crossed, and the slowest step of a mutant that does not hang (worker start-up with spawn under
+#: ``pytest -n auto`` on two cores, a few seconds) stays well below it.
+MUTANT_STEP_TIMEOUT_S = 20.0
+
+
+def default_settings(profile: str = "ci", seed: int = 0, max_examples: int | None = None,
+                     step_timeout_s: float | None = MUTANT_STEP_TIMEOUT_S) -> RunSettings:
     """Hermetic by default: no example database, so a report depends only on the profile and seed."""
-    return replace(RunSettings(profile=profile, seed=seed, max_examples=max_examples), database=None, shrink=False)
+    return replace(RunSettings(profile=profile, seed=seed, max_examples=max_examples, step_timeout_s=step_timeout_s),
+                   database=None, shrink=False)

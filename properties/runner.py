@@ -32,6 +32,7 @@ from . import coverage, profiles, suite
 from .errors import PropertyViolation, Unsupported
 from .registry import Property
 from .targets.base import Component, Target
+from .watchdog import DEFAULT_STEP_TIMEOUT_S, LoaderHang, StopSearch, check_timeout, step_timeout
 
 #: Hypothesis's own default location; .gitignore keeps it out of the repository and CI may cache it.
 DEFAULT_DATABASE = ".hypothesis/examples"
@@ -48,12 +49,15 @@ class RunSettings:
     database: str | None = DEFAULT_DATABASE
     shrink: bool = True
     explicit: tuple[dict, ...] = ()   # encoded examples to run first (the regression corpus)
+    #: the wall-time bound on one iter() or next() of a loader (properties.watchdog; None: steps bound only)
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.profile is not None and self.profile not in profiles.PROFILES:
             raise ValueError(f"profile={self.profile!r} is not a profile; allowed values: {', '.join(profiles.PROFILES)}")
         if self.max_examples is not None and self.max_examples < 1:
             raise ValueError(f"max_examples must be >= 1, got {self.max_examples}")
+        check_timeout(self.step_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,8 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
             except PropertyViolation as e:
                 state["failing"], state["message"] = ex, str(e)
                 tally.add(labels)
+                if isinstance(e, LoaderHang):
+                    raise StopSearch(e) from e   # not shrunk: every attempt would wait the bound out again
                 raise
         tally.add(labels)
 
@@ -200,16 +206,20 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
     # One database entry per (target, component, property): the same search replays its own failures.
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())
-    return _outcome(prop, base, state, tally, test)
+    return _outcome(prop, base, state, tally, test, rs)
 
 
-def _outcome(prop: Property, base: dict, state: dict, tally: coverage.Tally, test) -> Result:
+def _outcome(prop: Property, base: dict, state: dict, tally: coverage.Tally, test, rs: RunSettings) -> Result:
     """Run a built Hypothesis test and turn what happened into a Result (``state`` holds the
     example count, the failing example and its message, as the test function recorded them)."""
     base = {**base, "coverage": None}
     try:
-        with quiet_target():
+        with quiet_target(), step_timeout(rs.step_timeout_s):
             test()
+    except StopSearch as e:
+        return Result(**base, status="fail", examples=state["n"],
+                      message=f"{state['message'] or e} [the example as drawn: a hang is not shrunk]",
+                      minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None)
     except PropertyViolation as e:
         return Result(**base, status="fail", examples=state["n"], message=state["message"] or str(e),
                       minimal_example=prop.encode(state["failing"]) if state["failing"] is not None else None,
@@ -241,7 +251,7 @@ def _run_machine(target: Target, prop: Property, component: Component, rs: RunSe
                           f"({type(e).__name__}: {e})", stacklevel=2)
             continue
         try:
-            with quiet_target():
+            with quiet_target(), step_timeout(rs.step_timeout_s):
                 guarded_check(prop, component, program)
         except Unsupported:
             continue
@@ -258,7 +268,7 @@ def _run_machine(target: Target, prop: Property, component: Component, rs: RunSe
     test = get_state_machine_test(machine, settings=settings_)
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())
-    return _outcome(prop, base, state, tally, test)
+    return _outcome(prop, base, state, tally, test, rs)
 
 
 def plan(target: Target, only: Iterable[str] | None = None,
@@ -289,8 +299,9 @@ def run_target(target: Target, rs: RunSettings = RunSettings(), only: Iterable[s
     return out
 
 
-def replay_example(target: Target, prop: Property, component_name: str, encoded: dict) -> Result:
-    """Run one saved example, exactly, outside Hypothesis."""
+def replay_example(target: Target, prop: Property, component_name: str, encoded: dict, *,
+                   step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> Result:
+    """Run one saved example, exactly, outside Hypothesis (``step_timeout_s``: ``RunSettings``'s)."""
     base = dict(target=target.name, property=prop.name, component=component_name)
     component = target.component(component_name)
     if component is None and not target.unavailable:
@@ -300,7 +311,7 @@ def replay_example(target: Target, prop: Property, component_name: str, encoded:
     if reason:
         return Result(**base, status="skip", message=reason)
     try:
-        with quiet_target():
+        with quiet_target(), step_timeout(check_timeout(step_timeout_s)):
             guarded_check(prop, component, prop.decode(encoded))
     except Unsupported as e:
         return Result(**base, status="skip", message=str(e))

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import strategies as st
+
 from . import stream_props as S
 from . import trainers as T
 from .errors import Unsupported
@@ -156,6 +158,28 @@ def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported("fewer than 12 samples: two shuffled epochs may agree by chance")
     must, _ = component.reshuffles(sc)
     S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
+
+
+def _no_hang_scenarios(component: StreamComponent):
+    plain = stream_scenarios(component, checkpoints=False)
+    return st.booleans().flatmap(lambda dp: stream_scenarios(component, checkpoints=False, dp=True) if dp else plain) \
+        if component.dp else plain
+
+
+@stream_prop("stream_no_hang", examples=_no_hang_scenarios,
+             doc="every rank's epochs end (a stream endless by design, such as torchtitan's infinite one, is driven "
+                 "as its trainer drives it, to the trainer's step count): a pass yields a bounded number of batches "
+                 "and every iter() and next() returns within the wall-time bound (--step-timeout; "
+                 "properties.watchdog), or the run fails naming the schedule and where it stopped instead of hanging")
+def stream_no_hang(component: StreamComponent, sc: StreamScenario) -> None:
+    _supported(component, sc)
+    for rank in range(sc.dp_size):
+        at_rank = replace(sc, dp_rank=rank)
+        if component.training_steps is None:
+            S.run_stream(component.make_loader, at_rank, **_kw(component))
+            continue
+        for trainer in T.real_trainers(component):   # endless: the trainer's own step count ends the run
+            T.get(trainer).run(component.make_loader, at_rank, **trainer_kw(component, trainer, at_rank))
 
 
 @stream_prop("stream_dp_shards", not_for=_dp, cost=10,

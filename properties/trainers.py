@@ -38,6 +38,7 @@ from typing import Any, Callable
 from .errors import PropertyViolation, Unsupported
 from .loader_props import Transcript, default_ids_of, restore_events, roundtrip, run_schedule
 from .scenarios import LoaderScenario
+from .watchdog import Watch
 
 #: a step the trainer trained: (global step, epoch, ids per micro-batch)
 Trained = tuple[int, int, tuple[tuple, ...]]
@@ -49,6 +50,12 @@ def _preempted(kills: list[int], step: int) -> bool:
         kills.pop(0)
         return True
     return False
+
+
+def _watch(trainer: str, scenario: LoaderScenario, kills: list[int], max_steps: int | None = None) -> Watch:
+    """The no-hang bounds (``properties.watchdog``) for one trainer's run (``max_steps``: the trainer's own)."""
+    rank = f", rank {scenario.dp_rank} of {scenario.dp_size}" if scenario.dp_size > 1 else ""
+    return Watch(scenario, f"trainer {trainer}, preempted after global steps {list(kills)}{rank}", max_steps=max_steps)
 
 
 def _survivors(trained: list[Trained], step: int) -> list[Trained]:
@@ -90,6 +97,7 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
     trained: list[Trained] = []
     checkpoint: tuple[int, Any] | None = None     # (global_step, loader state): the latest one written
     global_step, start_epoch, start_step = 0, 0, 0
+    watch = _watch("veomni", scenario, kills)
     loader = make(scenario)
     try:
         while True:
@@ -103,7 +111,7 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
             killed = False
             for epoch in range(start_epoch, scenario.epochs):
                 loader.set_epoch(epoch)
-                it = iter(loader)
+                it = watch.iter(loader, epoch)
                 for _ in range(start_step, train_steps):
                     global_step += 1
                     try:
@@ -136,7 +144,7 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
             start_epoch, start_step = global_step // train_steps, global_step % train_steps
             loader.load_state_dict(state)
             if start_step == 0:
-                iter(loader)
+                watch.iter(loader, start_epoch)
     finally:
         loader.close()
     return _transcript(trained)
@@ -156,13 +164,14 @@ def _torchdata_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
     trained: list[Trained] = []
     checkpoint: tuple[int, int, Any] | None = None     # (global step, epoch, loader state)
     global_step, start_epoch = 0, 0
+    watch = _watch("torchdata", scenario, kills)
     loader = make(scenario)
     try:
         while True:
             killed = False
             for epoch in range(start_epoch, scenario.epochs):
                 loader.set_epoch(epoch)
-                for step in loader:
+                for step in watch.iter(loader, epoch):
                     global_step += 1
                     trained.append((global_step, epoch, ids_of(step)))
                     checkpoint = (global_step, epoch, roundtrip(loader.state_dict(), codec))
@@ -199,13 +208,13 @@ class _LightningFetcher:
     length it fetches on demand and is done after ``length`` batches, never asking the iterator for
     the StopIteration; without one it keeps one batch fetched ahead to know the last batch."""
 
-    def __init__(self, loader: Any, limit: int | None):
-        self.limit, self.length = limit, None
+    def __init__(self, loader: Any, limit: int | None, watch: Watch):
+        self.limit, self.length, self.watch = limit, None, watch
         self.iterator, self.ahead, self.fetched, self.done = None, [], 0, False
 
-    def iter(self, loader: Any) -> None:
+    def iter(self, loader: Any, epoch: int) -> None:
         # __iter__ then reset(): the length is read again at every iter(), after any load_state_dict
-        self.iterator = iter(loader)
+        self.iterator = self.watch.iter(loader, epoch)
         n = _sized_len(loader)
         self.length = (min(n, self.limit) if self.limit is not None else n) if n is not None else self.limit
         self.fetched, self.ahead, self.done = 0, [], self.length == 0
@@ -278,19 +287,20 @@ def _lightning_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenar
     faults: list[str] = []
     order_lost: str | None = None
     global_step, processed, done_in_epoch, state = 0, 0, 0, None
+    watch = _watch("lightning", scenario, kills)
     loader = make(scenario)
     try:
         while True:
-            fetcher = _LightningFetcher(loader, limit_train_batches)
+            fetcher = _LightningFetcher(loader, limit_train_batches, watch)
             if state is not None:
                 loader.load_state_dict(state)
-            fetcher.iter(loader)
+            fetcher.iter(loader, processed)
             first, killed = True, False
             while processed < scenario.epochs:
                 epoch = processed
                 loader.set_epoch(epoch)
                 if not first:
-                    fetcher.iter(loader)
+                    fetcher.iter(loader, epoch)
                 ready = done_in_epoch if first else 0
                 if fetcher.length is not None and ready:
                     fetcher.fetched = ready   # training_epoch_loop.py:249: fetched starts at the batches done
@@ -359,6 +369,7 @@ def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScena
     trained: list[Trained] = []
     checkpoint: tuple[int, bytes] | None = None
     step = 0
+    watch = _watch("torchtitan", scenario, kills, max_steps=training_steps)
     loader = make(scenario)
     try:
         while True:
@@ -367,7 +378,7 @@ def _torchtitan_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScena
                 step += 1
                 try:
                     if it is None:
-                        it = iter(loader)
+                        it = watch.iter(loader, 0)
                     batch = next(it)
                 except StopIteration:
                     break   # "Ran out of data; last step was canceled.": neither trained nor saved

@@ -36,7 +36,8 @@ from properties.strategies import loader_scenarios, skew_scenarios, spawn_is_che
 from properties.targets import LoaderComponent, TargetError, resolve
 
 LOADER_PROPERTIES = ("loader_resume", "exactly_once", "epoch_reshuffle", "dp_shards", "dp_step_counts",
-                     "balanced_order", "reorder_exact", "loader_stateful", "in_order_skew", "trainer_resume")
+                     "balanced_order", "reorder_exact", "loader_stateful", "in_order_skew", "trainer_resume",
+                     "no_hang")
 CORPUS = Path(__file__).parent / "regressions"
 DYNBSZ = resolve("dynbsz")
 TORCHDATA = resolve("torchdata")

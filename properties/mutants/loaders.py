@@ -8,10 +8,13 @@ kills it replays on dynbsz under the same component name.
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from torch.utils.data import Dataset, get_worker_info
 
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
@@ -368,3 +371,62 @@ class MaxStepsOvershoot(DynamicBatchLoader):
         c = self.config
         return (c.max_steps is not None and self.steps > c.max_steps) or \
             (c.max_tokens is not None and self.tokens_trained >= c.max_tokens)
+
+
+# ---- no hang: loaders that stop without ending (properties.watchdog) -------------------------
+
+@loader_mutant("epoch-never-ends", replaces="loader:main", aims_at="no_hang")
+class EpochNeverEnds(DynamicBatchLoader):
+    """After an epoch's last step the iterator never raises StopIteration: it goes on yielding empty
+    steps, as a loader that pads a short rank with empty steps until told its peers are done does when
+    that word never comes. Nothing is lost or repeated, so every safety property would wait forever."""
+
+    def _run(self):
+        yield from super()._run()
+        while True:
+            yield from self._emit([], partial=True)
+
+
+class _StallsInWorker(Dataset):
+    """The dataset, except that worker 0 stops returning samples after its first two: every later
+    fetch it is handed sleeps (as a decode stuck on a dead network mount does)."""
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+        self.fetched = 0
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["dataset"], name)
+
+    def __getitem__(self, index: int) -> Any:
+        info = get_worker_info()
+        if info is not None and info.id == 0:
+            self.fetched += 1
+            if self.fetched > 2:
+                time.sleep(3600)   # killed with its worker when the loader shuts down
+        return self.dataset[index]
+
+
+@loader_mutant("silent-worker", replaces="loader:main", aims_at="no_hang")
+class SilentWorker(DynamicBatchLoader):
+    """Worker 0 stops delivering after its first two samples (``_StallsInWorker``) while staying alive,
+    so torch's check for dead workers never fires: the main process waits for its batch forever."""
+
+    def __init__(self, dataset: Any, *args: Any, **kw: Any):
+        super().__init__(_StallsInWorker(dataset), *args, **kw)
+
+
+@loader_mutant("stuck-rank", replaces="loader:main", aims_at="no_hang")
+class StuckRank(DynamicBatchLoader):
+    """The last DP rank, done with its epoch, waits for its peers in a collective they never enter (a
+    loader that agrees on the epoch's end with an all-reduce its shorter-shard peers skipped): its
+    iterator never returns from the epoch's last next()."""
+
+    def _run(self):
+        yield from super()._run()
+        c = self.config
+        if c.dp_size > 1 and c.dp_rank == c.dp_size - 1:
+            threading.Event().wait()

@@ -185,3 +185,60 @@ class ReleasesOnlyAtEnd(GreedyPacker):
 
     def ready(self) -> bool:
         return False
+
+
+@mutant("large-samples-wait", component="packer", aims_at="bounded_wait")
+class LargeSamplesWait(GreedyPacker):
+    """Sets every sample longer than half the budget aside and lets it into the buffer only once a cut
+    has left the buffer empty (a packer that waits for a quiet moment to place its big samples). Written
+    against the public ``Packer`` protocol alone: under a steady stream the buffer is never empty, so a
+    big sample waits behind every newer one until the end-of-stream drain. Nothing is lost or repeated,
+    and every micro-batch is a correct greedy walk of what the buffer held."""
+
+    def __init__(self, config, gate=None):
+        super().__init__(config, gate)
+        self._parked: list[tuple] = []   # (id, tokens, physical, source, payload), in arrival order
+
+    def put(self, sample_id, tokens, physical_tokens=None, source=None, payload=None) -> bool:
+        cap, physical = self.config.physical_cap, tokens if physical_tokens is None else physical_tokens
+        if self.current_budget // 2 < tokens <= self.current_budget and (cap is None or physical <= cap):
+            self._parked.append((sample_id, tokens, physical_tokens, source, payload))
+            return True
+        return super().put(sample_id, tokens, physical_tokens, source, payload)
+
+    def _release(self) -> None:
+        parked, self._parked = self._parked, []
+        for args in parked:
+            super().put(*args)
+
+    def cut(self):
+        mb = super().cut()
+        if super().__len__() == 0:
+            self._release()
+        return mb
+
+    def drain(self):
+        self._release()
+        return super().drain()
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._parked)
+
+    def buffered_ids(self) -> list:
+        return super().buffered_ids() + [p[0] for p in self._parked]
+
+    def attach_payload(self, sample_id, payload) -> None:
+        for k, p in enumerate(self._parked):
+            if p[0] == sample_id:
+                self._parked[k] = (*p[:4], payload)
+                return
+        super().attach_payload(sample_id, payload)
+
+    def state_dict(self):
+        return {**super().state_dict(), "parked": [list(p[:4]) for p in self._parked]}
+
+    def load_state_dict(self, state) -> None:
+        state = dict(state)
+        parked = state.pop("parked", [])
+        super().load_state_dict(state)
+        self._parked = [(*p, None) for p in parked]
