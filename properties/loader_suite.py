@@ -36,7 +36,7 @@ from .scenarios import (
     encode_skew_scenario,
 )
 from .skew_props import SKEW_DISPLACED, check_in_order_skew
-from .strategies import loader_scenarios, skew_scenarios
+from .strategies import dp_half_the_time, loader_scenarios, skew_scenarios
 from .targets.base import LoaderComponent
 
 LOADER = frozenset({"loader"})
@@ -187,15 +187,7 @@ def _has_real_trainer(component: Any) -> str | None:
     return _loader(component) or T.no_real_trainer(component)
 
 
-def no_hang_scenarios(component: LoaderComponent) -> st.SearchStrategy[LoaderScenario]:
-    """Scenarios without checkpoints (every loader target can run them), DP ranks where the component
-    reads DP shards (one of two examples, so a stuck rank shows)."""
-    plain = loader_scenarios(component, checkpoints=False)
-    return st.booleans().flatmap(lambda dp: loader_scenarios(component, checkpoints=False, dp=True) if dp else plain) \
-        if component.dp else plain
-
-
-@loader_prop("no_hang", examples=no_hang_scenarios, interesting=L.MULTI_WORKER,
+@loader_prop("no_hang", examples=lambda c: dp_half_the_time(loader_scenarios, c), interesting=L.MULTI_WORKER,
              doc="every rank's epochs end: one pass yields at most two steps per sample plus two, and every iter() "
                  "and next() returns within the wall-time bound (--step-timeout); a loader that never ends an "
                  "epoch, a rank that waits for its peers forever or a worker that stops delivering fails with "

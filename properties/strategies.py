@@ -7,6 +7,8 @@ micro-batch, samples longer than the budget, physical caps that bind first.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from hypothesis import strategies as st
 
 from dynbsz.config import PackerConfig
@@ -257,3 +259,12 @@ def skew_scenarios(draw, *, in_order: bool | None = None):
                         num_workers=draw(st.sampled_from([2, 3])),
                         # out of order two times in three: where the skew is, and what the model predicts
                         in_order=draw(st.sampled_from([False, True, False])) if in_order is None else in_order)
+
+
+def dp_half_the_time(scenarios: Callable[..., st.SearchStrategy], component) -> st.SearchStrategy:
+    """``scenarios(component, checkpoints=False)``, drawn with DP ranks in one example of two where the
+    component reads DP shards (so a rank that waits for its peers forever shows)."""
+    plain = scenarios(component, checkpoints=False)
+    if not component.dp:
+        return plain
+    return st.booleans().flatmap(lambda dp: scenarios(component, checkpoints=False, dp=True) if dp else plain)

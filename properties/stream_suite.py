@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import strategies as st
-
 from . import stream_props as S
 from . import trainers as T
 from .errors import Unsupported
 from .registry import prop
+from .strategies import dp_half_the_time
 from .stream_scenarios import StreamScenario, decode_stream_scenario, encode_stream_scenario, stream_scenarios
 from .targets.stream import StreamComponent
 
@@ -160,13 +159,7 @@ def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
     S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
 
 
-def _no_hang_scenarios(component: StreamComponent):
-    plain = stream_scenarios(component, checkpoints=False)
-    return st.booleans().flatmap(lambda dp: stream_scenarios(component, checkpoints=False, dp=True) if dp else plain) \
-        if component.dp else plain
-
-
-@stream_prop("stream_no_hang", examples=_no_hang_scenarios,
+@stream_prop("stream_no_hang", examples=lambda c: dp_half_the_time(stream_scenarios, c),
              doc="every rank's epochs end (a stream endless by design, such as torchtitan's infinite one, is driven "
                  "as its trainer drives it, to the trainer's step count): a pass yields a bounded number of batches "
                  "and every iter() and next() returns within the wall-time bound (--step-timeout; "

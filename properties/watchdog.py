@@ -126,9 +126,10 @@ class Watch:
     a fixed number of steps over a stream endless by design)."""
 
     def __init__(self, scenario: Any, schedule: str, *, max_steps: int | None = None):
-        self.scenario = scenario
         self.schedule = schedule
         self.max_steps = pass_bound(scenario) if max_steps is None else max_steps
+        self.bound_reason = ("two steps per sample it can hold, plus two" if max_steps is None
+                             else "the steps its trainer runs")
         self.timeout_s = current_timeout()
         self.delivered = 0
 
@@ -167,7 +168,7 @@ class Watched:
         self.taken += 1
         if self.taken > w.max_steps:
             raise w._hang(f"one pass over epoch {self.epoch} yielded {self.taken} steps without ending; an epoch of "
-                          f"this scenario ends within {w.max_steps} (two steps per sample it can hold, plus two)")
+                          f"this scenario ends within {w.max_steps} ({w.bound_reason})")
         w.delivered += 1
         return step
 
