@@ -7,7 +7,6 @@ wraps them into ``LoaderComponent``s (what each promises and which knobs it has)
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -28,14 +27,8 @@ from .scenarios import LoaderScenario, SkewScenario
 from .skew_props import SKEW_WORKLOAD, SkewRun
 
 
-@functools.lru_cache(maxsize=64)
-def _trace(scenario_key: tuple) -> Trace:
-    num_samples, data_seed, workload = scenario_key
-    return workload.sample(num_samples, data_seed)
-
-
 def trace_of(sc: LoaderScenario) -> Trace:
-    return _trace((sc.num_samples, sc.data_seed, sc.workload()))
+    return sc.trace()
 
 
 def loader_config(sc: LoaderScenario, **over: Any) -> LoaderConfig:
@@ -84,7 +77,9 @@ def step_signature(step) -> tuple:
 
 # ---- a plain StatefulDataLoader, as most projects use it ------------------------------------
 
-class _PlainStep:
+class PlainStep:
+    """One fetched batch as the loader properties read a step: a single micro-batch of sample ids."""
+
     __slots__ = ("micro_batches",)
 
     def __init__(self, ids):
@@ -129,7 +124,7 @@ class PlainTorchdataLoader:
         pass
 
     def __iter__(self):
-        return (_PlainStep(ids) for ids in self.dl)
+        return (PlainStep(ids) for ids in self.dl)
 
     def state_dict(self):
         return self.dl.state_dict()

@@ -32,9 +32,15 @@ def check_json(target: str, results: Sequence[Result], *, profile: str, seed: in
 
 def check_text(target: str, results: Sequence[Result], *, profile: str, seed: int, description: str = "") -> str:
     head = f"target {target}" + (f" ({description})" if description else "") + f"; profile {profile}, seed {seed}"
+    # A property with no component of its kind says nothing about this target: one line, not a row each.
+    other_kind = [r for r in results if r.status == "skip" and r.component == "-"]
     rows = [(r.property, r.component, r.status, r.examples, reached_text(r), r.verdict or "-",
-             ", ".join(r.trainers) or "-", r.message if r.status == "skip" else "") for r in results]
+             ", ".join(r.trainers) or "-", r.message if r.status == "skip" else "")
+            for r in results if r not in other_kind]
     out = [head, _table(("property", "component", "status", "examples", "reached", "class", "trainers", "note"), rows)]
+    if other_kind:
+        out.append(f"({len(other_kind)} properties for other kinds of components not shown: "
+                   f"{', '.join(r.property for r in other_kind)}; --json lists them)")
     for r in results:
         if r.status == "fail":
             out.append(f"\nFAIL {r.property} [{r.component}] ({r.verdict or 'unclassified'}; trainers: "

@@ -19,12 +19,14 @@ that names the type, which ``decode_*`` checks (a ValueError for anything else).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dynbsz.config import PackerConfig
+from dynbsz.datasets import TraceMapDataset
 from dynbsz.errors import check_fields
-from dynbsz.workload import SourceSpec, Workload
+from dynbsz.workload import SourceSpec, Trace, Workload
 
 PACKER_FORMAT = "properties.packer_example/1"
 LOADER_FORMAT = "properties.loader_scenario/1"
@@ -119,6 +121,16 @@ class LoaderScenario:
                          SourceSpec("video", self.video_share, median_tokens=self.budget / 2, sigma=0.4,
                                     cost_base_s=self.slow_s)))
 
+    def trace(self) -> Trace:
+        """The scenario's samples (ids, token counts, sources, decode costs), drawn from ``workload()``
+        with ``data_seed``; the same scenario gives the same trace (cached: loaders are built often)."""
+        return _trace(self.num_samples, self.data_seed, self.workload())
+
+    def dataset(self) -> TraceMapDataset:
+        """The map-style dataset a loader under test reads: ``dataset[i]`` is a dict with ``id``,
+        ``tokens``, ``source`` and ``cost_s``, returned after sleeping ``cost_s`` (a decode cost)."""
+        return TraceMapDataset(self.trace())
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["checkpoints"] = list(self.checkpoints)
@@ -130,6 +142,11 @@ class LoaderScenario:
     def from_json(cls, d: dict[str, Any]) -> "LoaderScenario":
         check_fields("LoaderScenario", d, cls)
         return cls(**{**d, "checkpoints": tuple(d.get("checkpoints", ()))})
+
+
+@functools.lru_cache(maxsize=64)
+def _trace(num_samples: int, data_seed: int, workload: Workload) -> Trace:
+    return workload.sample(num_samples, data_seed)
 
 
 def encode_loader_scenario(sc: LoaderScenario) -> dict:

@@ -96,6 +96,10 @@ def plain_packer():
     return GreedyPacker
 
 
+def direct_packer(config, gate):
+    return GreedyPacker(config, gate)
+
+
 def fixed_only_packer():
     def make(config, gate):
         return GreedyPacker(config, gate)
@@ -224,6 +228,24 @@ def test_user_packer_factory_passes_and_a_lossy_one_fails(user_module):
     assert bad["conservation"].status == "fail"
     assert "never emitted" in bad["conservation"].message
     assert any(row[1] == 3 for row in bad["conservation"].minimal_example["stream"])
+
+
+def test_a_packer_factory_named_directly_is_the_packer_target(user_module):
+    target = resolve(f"{user_module}:direct_packer")
+    assert [c.kind for c in target.components] == ["packer"]
+    results = {r.property: r for r in run_target(target, QUICK, only=["conservation"])}
+    assert results["conservation"].status == "pass"
+
+
+def test_the_table_folds_properties_of_other_kinds_into_one_line(user_module):
+    from properties.report import check_text
+
+    target = resolve(f"{user_module}:direct_packer")
+    results = run_target(target, QUICK, only=["conservation", "loader_resume", "stream_resume"])
+    text = check_text(target.name, results, profile="ci", seed=0)
+    assert re.search(r"^conservation\s+packer\s+pass", text, re.M)
+    assert not re.search(r"^loader_resume\s", text, re.M)
+    assert "(2 properties for other kinds of components not shown: loader_resume, stream_resume; --json" in text
 
 
 def test_packer_factory_options_narrow_the_draw(user_module):

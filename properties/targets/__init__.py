@@ -11,13 +11,15 @@ from .base import KINDS, Component, LoaderComponent, PackerComponent, Target, Ta
 from .builtin import BUILTIN
 from .mutant import PREFIX as MUTANT_PREFIX
 from .mutant import mutant_target
+from .plain import loader_target
 from .user import user_target
 
 # torchtitan 0.3.0 runs in its own overlay environment (properties.targets.torchtitan_target): imported when resolved
 BUILTIN["torchtitan"] = lambda: __import__(f"{__package__}.torchtitan_target", fromlist=["target"]).target()
 BUILTIN["veomni-builders"] = lambda: __import__(f"{__package__}.veomni_builders", fromlist=["target"]).target()
 
-__all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target", "TargetError", "resolve", "names"]
+__all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target", "TargetError", "loader_target",
+           "resolve", "names"]
 
 
 def names() -> list[str]:

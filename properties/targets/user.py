@@ -1,6 +1,7 @@
 """A user's own target, named ``MODULE:FACTORY``.
 
-``FACTORY`` is called with no arguments and returns one of:
+``FACTORY`` is a packer factory ``(config, gate) -> packer`` itself (two required positional parameters),
+or it is called with no arguments and returns one of:
 
 * a **gate**: an object with ``ready(view) -> bool`` and ``spec() -> dict`` (and, if it keeps
   state, ``state_dict()`` / ``load_state_dict()``). It is tested inside dynbsz's
@@ -24,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from typing import Any, Callable
 
@@ -43,8 +45,8 @@ from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
 PACKER_METHODS = ("put", "ready", "cut", "drain", "state_dict", "load_state_dict", "__len__")
 LOADER_METHODS = ("set_epoch", "__iter__", "state_dict", "load_state_dict", "close")
 GATE_METHODS = ("ready", "spec")
-HINT = ("FACTORY is called with no arguments and must return a gate (ready(view), spec()), "
-        "a packer factory ((config, gate) -> packer) or a properties.targets.Target")
+HINT = ("FACTORY is a packer factory (config, gate) -> packer, or is called with no arguments and must return a gate "
+        "(ready(view), spec()), a packer factory or a properties.targets.Target")
 GATE_FAMILIES = {"fixed": fixed_specs, "token_aware": token_aware_specs, "probe": probe_specs}
 POLICIES = ("emit_alone", "drop")
 
@@ -168,8 +170,19 @@ def _check_loader(name: str, component: LoaderComponent) -> None:
                           f"{', '.join(m + '()' for m in missing)}; a loader needs {', '.join(LOADER_METHODS)}")
 
 
+def _required_positional(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature are called as zero-argument factories
+        return 0
+    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
 def user_target(name: str) -> Target:
     factory = load_factory(name)
+    if not isinstance(factory, type) and _required_positional(factory) == 2:
+        # MODULE:make_packer may name the (config, gate) -> packer factory itself, not a function returning one
+        return _packer_target(name, factory)
     made = _call(name, factory)
     if isinstance(made, Target):
         bad = [type(c).__name__ for c in made.components if not isinstance(c, Component)]
