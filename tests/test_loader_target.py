@@ -11,7 +11,7 @@ from properties import suite
 from properties.errors import PropertyViolation
 from properties.runner import RunSettings, run_property
 from properties.scenarios import LoaderScenario
-from properties.targets import LoaderComponent, TargetError, loader_target
+from properties.targets import LoaderComponent, TargetError, loader_target, resolve
 from properties.targets.plain import default_batch_ids
 
 
@@ -98,6 +98,18 @@ def test_every_wrong_setting_is_one_line_naming_it(kwargs, fragment):
     with pytest.raises(TargetError) as err:
         loader_target(SeededLoader, **kwargs)
     assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bare_stateful_dataloader_is_refused_at_check_time_naming_set_epoch(tmp_path, monkeypatch):
+    (tmp_path / "bare.py").write_text(
+        "from torchdata.stateful_dataloader import StatefulDataLoader\n"
+        "from properties.targets import loader_target\n"
+        "def target():\n"
+        "    return loader_target(lambda sc: StatefulDataLoader(sc.dataset(), batch_size=1))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TargetError) as err:
+        resolve("bare:target")
+    assert "StatefulDataLoader, which lacks set_epoch()" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_make_loader_must_be_callable():

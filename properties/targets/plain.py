@@ -25,6 +25,7 @@ from ..loader_targets import PlainStep, shutdown_workers
 from .base import STATE_CODECS, LoaderComponent, Target, TargetError
 
 BatchIds = Callable[[Any], Any]
+REQUIRED = ("set_epoch", "__iter__", "state_dict", "load_state_dict")
 
 
 def default_batch_ids(batch: Any) -> list:
@@ -44,6 +45,11 @@ class OwnLoader:
     loader has no ``close`` of its own (the next loader's forked workers must not inherit them)."""
 
     def __init__(self, loader: Any, batch_ids: BatchIds):
+        missing = [m for m in REQUIRED if not callable(getattr(loader, m, None))]
+        if missing:
+            raise TargetError(f"loader_target: make_loader returned a {type(loader).__name__}, which lacks "
+                              f"{', '.join(m + '()' for m in missing)}; a loader needs {', '.join(REQUIRED)} "
+                              "(close() is optional)")
         self.loader = loader
         self.batch_ids = batch_ids
 
