@@ -91,16 +91,21 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             runs.append(outcomes(xml))
             print(f"run {k + 1}/{args.reps}: {dict(Counter(runs[-1].values()))}", flush=True)
-    flipped = flips(runs)
-    total = len(set().union(*runs))
-    print(f"{len(flipped)} of {total} tests flipped over {args.reps} runs")
-    for name, counts in flipped.items():
-        print(f"  FLIP {name}: {dict(counts)}")
-    if args.json_out:
-        doc = {"reps": args.reps, "files": files, "keyword": args.keyword, "tests": total,
-               "flipped": {n: dict(c) for n, c in flipped.items()}}
-        Path(args.json_out).write_text(json.dumps(doc, indent=1) + "\n")
-    return 1 if flipped else 0
+            if args.json_out:  # after every run, so a campaign stopped early still says what it saw
+                Path(args.json_out).write_text(json.dumps(report(runs, args, files), indent=1) + "\n")
+    doc = report(runs, args, files)
+    print(f"{len(doc['flipped'])} of {doc['tests']} tests flipped over {args.reps} runs")
+    for name, counts in doc["flipped"].items():
+        print(f"  FLIP {name}: {counts}")
+    return 1 if doc["flipped"] else 0
+
+
+def report(runs: list[dict[str, str]], args: argparse.Namespace, files: list[str]) -> dict:
+    """The campaign so far: runs done of those asked for, tests seen, and every flip's outcome counts."""
+    return {"reps": args.reps, "runs_done": len(runs), "files": files, "keyword": args.keyword,
+            "tests": len(set().union(*runs)) if runs else 0,
+            "outcomes": dict(Counter(v for run in runs for v in run.values())),
+            "flipped": {n: dict(c) for n, c in flips(runs).items()}}
 
 
 if __name__ == "__main__":
