@@ -202,7 +202,9 @@ def run_property(target: Target, prop: Property, component: Component, rs: RunSe
         except Exception as e:  # noqa: BLE001 - a stale corpus entry must not hide the search itself
             warnings.warn(f"{prop.name}[{component.name}]: skipping an explicit example that no longer decodes "
                           f"({type(e).__name__}: {e})", stacklevel=2)
-    test = seed(rs.seed)(_settings(rs, prop)(test))
+    # seed inside settings: Hypothesis's @seed sets database=None on the settings it finds, so applied last it
+    # would switch the example database off and a failure found in one run would not be replayed in the next.
+    test = _settings(rs, prop)(seed(rs.seed)(test))
     # One database entry per (target, component, property): the same search replays its own failures.
     test.hypothesis.inner_test._hypothesis_internal_add_digest = (
         f"{target.name}|{component.name}|{prop.name}".encode())

@@ -268,3 +268,18 @@ def test_fuzz_saves_to_the_scratch_directory_by_default(capsys, tmp_path, monkey
     assert code == 1 and doc["saved"] and all(Path(p).parent == failures for p in doc["saved"])
     assert f"failures go to {failures}" in err
     assert not list(cwd.iterdir())
+
+
+def test_the_example_database_replays_a_failure_first_in_the_next_run(capsys, tmp_path):
+    """Hypothesis's @seed switches the database off on the settings it finds; a seeded search must keep it."""
+    db = tmp_path / "db"
+    args = ("check", "--target", "mutant:budget-off-by-one", "--property", "budget", "--database", str(db), "--json",
+            "--corpus", str(tmp_path / "corpus"))
+    code, out, _ = run(capsys, *args)
+    first = json.loads(out)["results"][0]
+    assert code == 1 and first["status"] == "fail"
+    assert any(p.is_file() for p in db.rglob("*")), "nothing was written to the example database"
+    code, out, _ = run(capsys, *args)
+    again = json.loads(out)["results"][0]
+    assert code == 1 and again["message"] == first["message"]
+    assert again["examples"] < first["examples"] / 4, (again["examples"], first["examples"])
