@@ -232,10 +232,15 @@ def _study_config(args, gates):
                        truncate=not args.no_truncate, overlong=args.overlong, trace=trace)
 
 
-def _run_study(args, gates, title: str) -> int:
+def _run_study(args, gates, title: str, *, summary: bool = False, default_plot: bool = False) -> int:
+    """``summary``: the answer at a glance (``study.summarize``), printed instead of every point unless
+    ``--all``, and in the JSON; ``default_plot``: in the table views, write the plot to the scratch directory
+    when ``--plot`` names none."""
     from .study import Study, calibration
 
     config = _study_config(args, gates)
+    if getattr(args, "calibration", False) and config.trace is not None:
+        raise ConfigError("--calibration compares the calibrated workload with the seed; drop --trace to use it")
     if args.plot:
         from .plot import check_path
 
@@ -243,13 +248,20 @@ def _run_study(args, gates, title: str) -> int:
     study = Study(config)
     with _progress(args, title) as bar:
         rows = study.run(progress=bar)
-    if getattr(args, "calibration", False) and config.trace is not None:
-        raise ConfigError("--calibration compares the calibrated workload with the seed; drop --trace to use it")
     calib = calibration(config) if getattr(args, "calibration", False) else None
+    plot_note = None
     if args.plot:
         from .plot import cold_start
 
         cold_start(rows, args.plot)
+        plot_note = f"plot written to {args.plot}"
+    elif default_plot and not args.json:
+        plot_note = _default_plot(rows, title)
+    glance = None
+    if summary:
+        from .study import summarize, summary_scope
+
+        glance = summarize(rows, *summary_scope(config.budgets, config.dp_sizes))
     if args.json:
         out = {"study": title, "config": {"budgets": list(config.budgets), "gates": list(config.gates),
                                           "dp_sizes": list(config.dp_sizes), "steps": config.steps,
@@ -259,6 +271,10 @@ def _run_study(args, gates, title: str) -> int:
                "rows": [r.to_json() for r in rows]}
         if calib is not None:
             out["calibration"] = calib
+        if glance is not None:
+            out["summary"] = {**glance, "conclusion_text": format_conclusion(glance)}
+        if args.plot:
+            out["plot"] = str(args.plot)
         _emit_json(_clean(out))
         return 0
     lo = config.loader
@@ -266,29 +282,117 @@ def _run_study(args, gates, title: str) -> int:
     print(f"{title}: {source}, loader per rank: num_workers={lo.num_workers} prefetch_factor="
           f"{lo.prefetch if lo.num_workers else None} in_order={lo.in_order}; steady state over {config.steps} "
           "micro-batches after the first (fewer where a trace ran out: see JSON 'steps')")
-    body = []
-    for r in rows:
-        if r.error:
-            body.append([budget_label(r.budget), r.gate, r.dp, "-", "-", "-", "-", "-", "n/a: " + _short(r.error)])
-        else:
-            body.append([budget_label(r.budget), r.gate, r.dp, secs(r.ready_p50_s), f"{r.candidates_p50:g}",
-                         pct(r.first_fill), pct(r.steady_fill), pct(r.steady_fill_min), ""])
-    print(table(["budget", "gate", "dp", "ready p50 (s)", "candidates", "first fill", "steady fill", "worst step",
-                 "note"], body, "llrrrrrrl"))
+    brief = glance is not None and not getattr(args, "all", False)
+    if brief:
+        print(format_summary(glance, len(rows)))
+    else:
+        body = []
+        for r in rows:
+            if r.error:
+                body.append([budget_label(r.budget), r.gate, r.dp, "-", "-", "-", "-", "-", "n/a: " + _short(r.error)])
+            else:
+                body.append([budget_label(r.budget), r.gate, r.dp, secs(r.ready_p50_s), f"{r.candidates_p50:g}",
+                             pct(r.first_fill), pct(r.steady_fill), pct(r.steady_fill_min), ""])
+        print(table(["budget", "gate", "dp", "ready p50 (s)", "candidates", "first fill", "steady fill", "worst step",
+                     "note"], body, "llrrrrrrl"))
     if calib is not None:
         print()
         print(format_calibration(calib))
-    if args.plot:
-        print(f"\nplot written to {args.plot}")
+    if glance is not None:
+        print()
+        print(format_conclusion(glance))
+    if plot_note:
+        print(("" if glance is not None else "\n") + plot_note)
     return 0
 
 
+def _default_plot(rows, title: str) -> str:
+    """Writes the plot nobody named; its one line of output. Never fails the study: the plot is extra."""
+    from .plot import INSTALL_HINT, MissingMatplotlib, cold_start, default_dir
+
+    try:
+        path = default_dir() / f"{title}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cold_start(rows, path)
+    except MissingMatplotlib:
+        return f"no plot written: matplotlib is not installed ({INSTALL_HINT})"
+    except (OSError, RuntimeError) as e:     # RuntimeError: Path.home() without a home
+        return f"no plot written: {e} (--plot FILE.png writes it elsewhere)"
+    return f"plot written to {path} (--plot FILE.png to choose, --no-plot for none)"
+
+
+def format_summary(glance: dict, points: int) -> str:
+    """The summary table: per seed budget, one row per distinct policy, each cell smallest / largest DP."""
+    dps = glance["dp_sizes"]
+    per = " / ".join(f"DP{d}" for d in dps)
+
+    def cells(points, fmt):
+        return " / ".join("n/a" if p["error"] else fmt(p) for p in points)
+
+    body, notes = [], False
+    for e in glance["table"]:
+        errors = [p["error"] for p in e["points"] if p["error"]]
+        notes = notes or bool(errors)
+        body.append([budget_label(e["budget"]), " = ".join(e["gates"]),
+                     cells(e["points"], lambda p: secs(p["ready_p50_s"])),
+                     cells(e["points"], lambda p: f"{p['candidates_p50']:g}"),
+                     cells(e["points"], lambda p: pct(p["steady_fill"])),
+                     cells(e["points"], lambda p: pct(p["steady_fill_min"])),
+                     "n/a: " + _short(errors[0]) if errors else ""])
+    head = ["budget", "gate", "ready p50 (s)", "candidates", "steady fill", "worst step", "note"]
+    if not notes:
+        head, body = head[:-1], [r[:-1] for r in body]
+    budgets = ",".join(budget_label(b) for b in glance["budgets"])
+    return (f"summary: {budgets} at {per} (each cell); gates with identical figures share a row; --all prints "
+            f"all {points} points\n" + table(head, body, "ll" + "r" * (len(head) - 2 - notes) + "l" * notes))
+
+
+def _range(lo: float, hi: float, fmt) -> str:
+    if fmt(lo) == fmt(hi):
+        return fmt(lo)
+    return f"{fmt(lo)} to {fmt(hi)}" if lo < 0 else f"{fmt(lo)}-{fmt(hi)}"
+
+
+def format_conclusion(glance: dict) -> str:
+    """One line: the seed gate against the baseline, at one point and over every DP size run."""
+    c = glance["conclusion"]
+    gate, base = glance["gate"], glance["baseline"]
+    if c is None:
+        return f"no conclusion: {glance['no_conclusion']} (--all shows every point)"
+    where = f"{budget_label(c['budget'])} DP{c['dp']}"
+    verb = "cuts" if c["gate_ready_s"] < c["baseline_ready_s"] else "raises"
+    line = (f"conclusion: {gate} {verb} the first micro-batch from {secs(c['baseline_ready_s'])} s ({base}) to "
+            f"{secs(c['gate_ready_s'])} s at {where}")
+    cost = c["fill_cost_points"]
+    if math.isnan(cost):
+        line += " (steady fill not measured: --steps 0)"
+    else:
+        line += (f" and {'costs' if cost >= 0 else 'gains'} {abs(cost):.2f} points of steady fill "
+                 f"({pct(c['baseline_steady_fill'])} -> {pct(c['gate_steady_fill'])})")
+    over = f"{','.join(budget_label(b) for b in c['over_budgets'])} x DP {','.join(map(str, c['over_dp_sizes']))}"
+    spans = []
+    if c["speedup_range"]:
+        lo, hi = c["speedup_range"]
+        one = "{:.1f}".format
+        spans.append(f"{_range(lo, hi, one)}x sooner" if lo >= 1 else f"{_range(1 / hi, 1 / lo, one)}x later"
+                     if hi < 1 else f"{base} / {gate} ready time {_range(lo, hi, one)}x")
+    if c["fill_cost_points_range"]:
+        lo, hi = c["fill_cost_points_range"]
+        spans.append(f"steady-fill cost {_range(lo, hi, '{:.2f}'.format)} points")
+    return line + (f"; over {over}: {', '.join(spans)}" if spans else "")
+
+
 def format_calibration(calib: list[dict]) -> str:
+    from .study import FILL_TOLERANCE_POINTS, READY_TOLERANCE
+
     rows = [[budget_label(c["budget"]), c["gate"], secs(c["seed_ready_s"]), secs(c["model_ready_s"]),
              f"{100 * c['ready_error']:+.1f}%", pct(c["seed_fill"], 3), pct(c["model_fill"], 3),
              "-" if c["fill_diff_points"] is None else f"{c['fill_diff_points']:+.2f}", "yes" if c["ok"] else "NO"]
             for c in calib]
-    return "calibration against the seed (DP1; goal: ready within 10%, fill within 1.5 points)\n" + table(
+    ok = sum(bool(c["ok"]) for c in calib)
+    verdict = "pass" if ok == len(calib) else "FAIL"
+    return (f"calibration against the seed (DP1; goal: ready within {100 * READY_TOLERANCE:g}%, fill within "
+            f"{FILL_TOLERANCE_POINTS:g} points): {verdict}, {ok} of {len(calib)} points within\n") + table(
         ["budget", "gate", "seed ready", "model ready", "error", "seed fill", "model fill", "points", "ok"], rows,
         "llrrrrrrl")
 
@@ -299,7 +403,9 @@ def _short(msg: str, n: int = 70) -> str:
 
 
 def cmd_cold_start(args) -> int:
-    return _run_study(args, args.gates, "cold-start")
+    if args.plot and args.no_plot:
+        raise ConfigError("--plot and --no-plot contradict each other: give one")
+    return _run_study(args, args.gates, "cold-start", summary=True, default_plot=not args.no_plot)
 
 
 def cmd_sweep(args) -> int:
@@ -672,10 +778,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(r)
     r.set_defaults(func=cmd_run)
 
-    c = sub.add_parser("cold-start", help="the seed's cold-start study: budgets x gates x DP sizes")
+    c = sub.add_parser("cold-start", help="the seed's cold-start study: budgets x gates x DP sizes",
+                       description="The seed's cold-start study over budgets x gates x DP sizes. By default it "
+                       "prints a summary (the seed's budgets at the smallest and largest DP size, the calibration "
+                       "with --calibration, a one-line conclusion: context_aware against fixed:200) and writes a "
+                       "PNG plot of every point to $XDG_CACHE_HOME/dynbsz-harness/ (else ~/.cache/dynbsz-harness/)"
+                       "; --all prints every point, --json all of it as JSON.")
     c.add_argument("--gates", type=parse_list(str), default=DEFAULT_GATES,
                    help="comma-separated gates (fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY)")
     c.add_argument("--calibration", action="store_true", help="also compare the DP1 points with the seed")
+    c.add_argument("--all", action="store_true", help="print every budget x gate x DP point, not the summary")
+    c.add_argument("--no-plot", action="store_true", help="write no plot (default: the table views write one to "
+                   "the cache directory unless --plot names the file; --json writes one only with --plot)")
     _add_study(c, DEFAULT_GATES)
     c.set_defaults(func=cmd_cold_start)
 

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from dynbsz.errors import ConfigError
 from dynbsz.tables import budget_label
+
+
+class MissingMatplotlib(ConfigError):
+    """A plot was asked for and matplotlib is not installed: a named ``--plot`` stops on it, the cold-start
+    study's default plot only says so."""
+
+
+#: How to get what a plot needs, for the messages that say it is missing.
+INSTALL_HINT = "pip install matplotlib, or bash ci/install.sh --plot"
 
 
 def _pyplot():
@@ -16,9 +26,19 @@ def _pyplot():
         matplotlib.use("Agg")  # files only: never needs a display
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("--plot needs matplotlib, which is not installed: pip install matplotlib "
-                          "(or drop --plot)") from None
+        raise MissingMatplotlib("--plot needs matplotlib, which is not installed: pip install matplotlib "
+                                "(or drop --plot)") from None
     return plt
+
+
+def default_dir() -> Path:
+    """Where a plot nobody named goes: a scratch directory, because the working directory is often a checkout
+    and a file appearing in it unasked would end up committed. ``$XDG_CACHE_HOME/dynbsz-harness`` (beside the
+    Hypothesis database .ci/run keeps), else ``~/.cache/dynbsz-harness``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    # the XDG spec: a relative value is invalid and to be ignored
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "dynbsz-harness"
 
 
 def check_path(path) -> Path:
@@ -61,7 +81,13 @@ def cold_start(rows, path) -> Path:
             bottom.set_ylabel("steady-state global fill (%)")
         top.grid(alpha=0.3)
         bottom.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
+    # every gate's line from whichever panel drew it: a gate that fails closed at the last budget
+    # (context_aware off 512K/1M) would otherwise be missing from the legend
+    handles = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -226,3 +226,89 @@ def calibration(config: StudyConfig | None = None) -> list[dict]:
                     "ok": abs(ready_err) <= READY_TOLERANCE and (fill_diff is None or
                                                                  abs(fill_diff) <= FILL_TOLERANCE_POINTS)})
     return out
+
+
+# ---- the answer at a glance ------------------------------------------------------------------------
+
+#: The seed PR's question: what its gate buys at the first step, and costs in steady fill, against the
+#: default buffer it replaces.
+SEED_GATE = "context_aware"
+BASELINE_GATE = "fixed:200"
+
+
+def summary_scope(budgets, dp_sizes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The points the summary shows: the seed's budgets among those run (all of them when the run has none
+    of the seed's), at the smallest and the largest DP size: the two ends of the DP range the seed asked about."""
+    seed_budgets = {b for b, _ in SEED_READY_S}
+    shown = tuple(b for b in budgets if b in seed_budgets) or tuple(budgets)
+    return shown, tuple(sorted({min(dp_sizes), max(dp_sizes)}))
+
+
+def _figures(row: StudyRow | None) -> tuple:
+    # what a reader of the summary compares; two gates equal in all of it are one policy there
+    if row is None:
+        return ("missing",)
+    if row.error:
+        return ("error", row.error)
+    return tuple(None if isinstance(v, float) and math.isnan(v) else v for v in
+                 (row.ready_p50_s, row.ready_s, row.candidates_p50, row.first_fill, row.steady_fill,
+                  row.steady_fill_min, row.steps))
+
+
+def summarize(rows, budgets, dp_sizes, gate: str = SEED_GATE, baseline: str = BASELINE_GATE) -> dict:
+    """The study's answer at a glance, a pure function of its rows.
+
+    ``table``: per budget of ``budgets``, one entry per distinct policy at the DP sizes ``dp_sizes``: gates
+    whose figures are identical at every one of those points share an entry (``gates``, ``baseline`` and
+    ``gate`` first, then the run's order). ``conclusion``: ``gate`` against ``baseline`` at the smallest
+    budget and DP size where both ran, and the range of the ready-time ratio and steady-fill cost over
+    every DP size run at ``budgets``; None (and ``no_conclusion`` says why) when no such pair ran.
+    """
+    by_point = {(r.budget, r.gate, r.dp): r for r in rows}
+    run_gates = list(dict.fromkeys(r.gate for r in rows))
+    order = [g for g in (baseline, gate) if g in run_gates] + [g for g in run_gates if g not in (baseline, gate)]
+    table = []
+    for b in budgets:
+        groups: dict[tuple, list[str]] = {}
+        for g in order:
+            key = tuple(_figures(by_point.get((b, g, d))) for d in dp_sizes)
+            groups.setdefault(key, []).append(g)
+        for names in groups.values():
+            points = []
+            for d in dp_sizes:
+                r = by_point.get((b, names[0], d))
+                points.append({"dp": d, "ready_p50_s": r.ready_p50_s, "candidates_p50": r.candidates_p50,
+                               "first_fill": r.first_fill, "steady_fill": r.steady_fill,
+                               "steady_fill_min": r.steady_fill_min, "error": r.error} if r is not None
+                              else {"dp": d, "error": "not run"})
+            table.append({"budget": b, "gates": names, "points": points})
+    all_dp = sorted({r.dp for r in rows})
+    pairs = []
+    for b in sorted(budgets):
+        for d in all_dp:
+            g, base = by_point.get((b, gate, d)), by_point.get((b, baseline, d))
+            if g is not None and base is not None and not g.error and not base.error:
+                pairs.append((b, d, g, base))
+    out = {"budgets": list(budgets), "dp_sizes": list(dp_sizes), "gate": gate, "baseline": baseline,
+           "table": table, "conclusion": None, "no_conclusion": None}
+    if not pairs:
+        missing = [name for name in (gate, baseline) if name not in run_gates]
+        out["no_conclusion"] = (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not among the gates run" if missing else
+                                f"{gate} and {baseline} did not both run at any of "
+                                f"{','.join(budget_label(b) for b in budgets)}")
+        return out
+    # a zero-cost trace readies both at 0 s: no ratio, rather than a division by zero
+    speedups = [base.ready_p50_s / g.ready_p50_s if g.ready_p50_s > 0 else math.nan for _, _, g, base in pairs]
+    costs = [100.0 * (base.steady_fill - g.steady_fill) for _, _, g, base in pairs]
+    known_speedups = [x for x in speedups if not math.isnan(x)]
+    known_costs = [x for x in costs if not math.isnan(x)]    # NaN where --steps 0 measured no steady state
+    b, d, g, base = pairs[0]
+    out["conclusion"] = {
+        "budget": b, "dp": d, "gate_ready_s": g.ready_p50_s, "baseline_ready_s": base.ready_p50_s,
+        "speedup": speedups[0], "gate_steady_fill": g.steady_fill, "baseline_steady_fill": base.steady_fill,
+        "fill_cost_points": costs[0], "steps": min(g.steps, base.steps),
+        "over_budgets": sorted({p[0] for p in pairs}), "over_dp_sizes": sorted({p[1] for p in pairs}),
+        "speedup_range": [min(known_speedups), max(known_speedups)] if known_speedups else None,
+        "fill_cost_points_range": [min(known_costs), max(known_costs)] if known_costs else None,
+    }
+    return out

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import fcntl
 import json
+import math
+import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -26,6 +31,14 @@ def run_cli(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def scratch_cache(tmp_path_factory, monkeypatch):
+    """cold-start writes its plot to $XDG_CACHE_HOME by default: never the real cache from a test."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
 
 
 def test_run_json_lists_batches_in_delivery_order(capsys, trace_file):
@@ -237,3 +250,200 @@ def test_fidelity_command_reports_the_worst_case(capsys):
     assert s["in_order_true_exact"] and s["balanced_exact"] and s["reorder_exact"] and (code == 0) == s["all_ok"]
     assert {"real_fraction_of_limit", "model_fraction_of_limit"} <= set(doc["cases"][-2])
     assert doc["cases"][-2]["case"]["order"] == "balanced" and doc["cases"][-1]["case"]["reorder_buffer"]
+
+
+# ---- cold-start's default output: the main job's answer at a glance ---------------------------------
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MAIN_JOB = ["cold-start", "--calibration"]
+
+
+def _run_main_job(where):
+    """The main job's exact command as a user runs it (its own process, stdout and stderr together, in an empty
+    working directory), and its --json twin."""
+    work, cache = where / "work", where / "cache"
+    work.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    t0 = time.perf_counter()
+    text = subprocess.run([sys.executable, "-m", "simulator", *MAIN_JOB], cwd=work, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600)
+    wall = time.perf_counter() - t0
+    doc = subprocess.run([sys.executable, "-m", "simulator", *MAIN_JOB, "--json"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=600, check=True)
+    return {"code": text.returncode, "output": text.stdout, "wall_s": wall, "json": json.loads(doc.stdout),
+            "work": str(work), "cache": str(cache), "work_files": sorted(os.listdir(work))}
+
+
+@pytest.fixture(scope="session")
+def main_job(tmp_path_factory):
+    """Two full studies (~25 s each): once per session. Under xdist every worker would run its own, so the
+    workers share one through a lock in the session's common temporary directory."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run_main_job(tmp_path_factory.mktemp("main-job"))
+    shared = tmp_path_factory.getbasetemp().parent / "main-job"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "result.json"
+        if not done.exists():
+            done.write_text(json.dumps(_run_main_job(shared)))
+        return json.loads(done.read_text())
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_main_job_default_output_fits_40_lines_and_writes_its_plot_to_the_cache(main_job):
+    lines = main_job["output"].splitlines()
+    assert main_job["code"] == 0 and len(lines) <= 40, main_job["output"]
+    assert main_job["work_files"] == []                       # nothing left in the working directory
+    assert sum(ln.startswith("conclusion: ") for ln in lines) == 1
+    png = os.path.join(main_job["cache"], "dynbsz-harness", "cold-start.png")
+    if _has_matplotlib():
+        assert f"plot written to {png} " in main_job["output"]
+        with open(png, "rb") as f:
+            assert f.read(8) == PNG_MAGIC
+    else:
+        assert [ln for ln in lines if "no plot written" in ln and "pip install matplotlib" in ln]
+
+
+def test_main_job_calibration_check_matches_the_json(main_job):
+    out, calib = main_job["output"], main_job["json"]["calibration"]
+    verdict = "pass" if all(c["ok"] for c in calib) else "FAIL"
+    assert (f"calibration against the seed (DP1; goal: ready within 10%, fill within 1.5 points): {verdict}, "
+            f"{sum(c['ok'] for c in calib)} of {len(calib)} points within") in out
+    for c in calib:
+        label = {512 * 1024: "512K", 1024 * 1024: "1M"}[c["budget"]]
+        assert re.search(rf"^{label} +{c['gate']} +{c['seed_ready_s']:,.2f} +{c['model_ready_s']:,.2f} .*"
+                         rf"{'yes' if c['ok'] else 'NO'}$", out, re.M)
+
+
+def test_main_job_conclusion_numbers_are_the_json_figures(main_job):
+    """Recomputed here from the JSON rows: context_aware against fixed:200 at 512K DP1, and the ranges over
+    512K and 1M at every DP size."""
+    doc = main_job["json"]
+    assert {"study", "config", "rows", "calibration", "summary"} <= set(doc)
+    at = {(r["budget"], r["gate"], r["dp"]): r for r in doc["rows"]}
+    budgets, dps = (512 * 1024, 1024 * 1024), doc["config"]["dp_sizes"]
+    line = next(ln for ln in main_job["output"].splitlines() if ln.startswith("conclusion: "))
+    num = r"([\d,]+\.\d+)"
+    m = re.fullmatch(rf"conclusion: context_aware cuts the first micro-batch from {num} s \(fixed:200\) to {num} s "
+                     rf"at 512K DP1 and costs {num} points of steady fill \({num}% -> {num}%\); over 512K,1M x DP "
+                     rf"{','.join(map(str, dps))}: {num}-{num}x sooner, steady-fill cost {num}-{num} points", line)
+    assert m, line
+    got = [float(x.replace(",", "")) for x in m.groups()]
+    base, gate = at[(budgets[0], "fixed:200", 1)], at[(budgets[0], "context_aware", 1)]
+    pairs = [(at[(b, "fixed:200", d)], at[(b, "context_aware", d)]) for b in budgets for d in dps]
+    speedups = [p["ready_p50_s"] / g["ready_p50_s"] for p, g in pairs]
+    costs = [100 * (p["steady_fill"] - g["steady_fill"]) for p, g in pairs]
+    want = [base["ready_p50_s"], gate["ready_p50_s"], 100 * (base["steady_fill"] - gate["steady_fill"]),
+            100 * base["steady_fill"], 100 * gate["steady_fill"], min(speedups), max(speedups), min(costs),
+            max(costs)]
+    half_unit = [0.005] * 5 + [0.05] * 2 + [0.005] * 2          # what the printed digits can round away
+    assert all(math.isclose(g, w, abs_tol=h + 1e-9) for g, w, h in zip(got, want, half_unit)), (got, want)
+
+
+def test_main_job_summary_rows_are_the_json_rows(main_job):
+    """Every default gate at 512K and 1M appears once; gates on one row have identical DP1 and DP8 figures."""
+    doc = main_job["json"]
+    at = {(r["budget"], r["gate"], r["dp"]): r for r in doc["rows"]}
+    dps = (min(doc["config"]["dp_sizes"]), max(doc["config"]["dp_sizes"]))
+    block = main_job["output"].split("\nsummary: ", 1)[1].split("\n\n", 1)[0].splitlines()
+    for budget, label in ((512 * 1024, "512K"), (1024 * 1024, "1M")):
+        rows = [ln for ln in block if ln.startswith(label + " ")]
+        named = [cell.split(" = ") for cell in (re.split(r"\s{2,}", ln)[1] for ln in rows)]
+        assert sorted(g for names in named for g in names) == sorted(doc["config"]["gates"])
+        for ln, names in zip(rows, named):
+            ready = " / ".join(f"{at[(budget, names[0], d)]['ready_p50_s']:,.2f}" for d in dps)
+            assert ready in ln
+            for other in names[1:]:
+                for d in dps:
+                    a, b = at[(budget, names[0], d)], at[(budget, other, d)]
+                    assert {k: a[k] for k in a if k not in ("gate", "gate_spec", "wall_s")} == \
+                           {k: b[k] for k in b if k not in ("gate", "gate_spec", "wall_s")}
+
+
+def _budget_rows(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if re.match(r"^(512K|1M) ", ln)]
+
+
+def test_all_prints_every_point_the_summary_does_not(capsys):
+    small = ["cold-start", "--budgets", "512K,1M", "--dp", "1,2,8", "--steps", "5", "--no-plot"]
+    code, brief, _ = run_cli(capsys, *small)
+    assert code == 0 and len(brief.splitlines()) <= 40
+    code, full, _ = run_cli(capsys, *small, "--all")
+    assert code == 0 and len(_budget_rows(full)) == 2 * 7 * 3 > len(_budget_rows(brief))
+    assert "conclusion: context_aware cuts" in full and "plot written" not in full + brief
+
+
+def test_all_is_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["cold-start", "--help"])
+    assert "--all" in capsys.readouterr().out
+
+
+def test_default_plot_goes_to_the_cache_else_home_never_the_working_directory(capsys, tmp_path, monkeypatch,
+                                                                             scratch_cache):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    small = ["cold-start", "--budgets", "512K", "--dp", "1", "--gates", "fixed:200,context_aware", "--steps", "2"]
+    code, out, _ = run_cli(capsys, *small)
+    png = scratch_cache / "dynbsz-harness" / "cold-start.png"
+    assert code == 0 and f"plot written to {png} " in out and png.read_bytes()[:8] == PNG_MAGIC
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/not/allowed")     # the XDG spec: ignored
+    code, out, _ = run_cli(capsys, *small)
+    png = home / ".cache" / "dynbsz-harness" / "cold-start.png"
+    assert code == 0 and f"plot written to {png} " in out and png.read_bytes()[:8] == PNG_MAGIC
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+    code, out, _ = run_cli(capsys, *small, "--plot", tmp_path / "named.png")
+    assert code == 0 and f"plot written to {tmp_path / 'named.png'}" in out
+    code, out, _ = run_cli(capsys, *small, "--json")                  # JSON writes a plot only when named
+    assert code == 0 and "plot" not in json.loads(out)
+
+
+def test_default_plot_without_matplotlib_is_one_line_not_a_crash(capsys, monkeypatch, scratch_cache):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code, out, err = run_cli(capsys, "cold-start", "--budgets", "512K", "--dp", "1", "--steps", "2")
+    said = [ln for ln in (out + err).splitlines() if "plot" in ln]
+    assert code == 0 and len(said) == 1 and "no plot written" in said[0] and "pip install matplotlib" in said[0]
+    assert not (scratch_cache / "dynbsz-harness" / "cold-start.png").exists()
+
+
+def test_plot_and_no_plot_contradict(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "cold-start", "--plot", tmp_path / "x.png", "--no-plot")
+    assert code == 2 and "--no-plot" in err
+
+
+def test_conclusion_follows_the_figures():
+    """The conclusion is computed: a seed gate slower and fuller than the baseline reads the other way."""
+    from simulator.cli import format_conclusion
+    from simulator.study import StudyRow, summarize
+
+    def row(gate, dp, ready, fill):
+        return StudyRow(512 * 1024, gate, dp, ready_p50_s=ready, candidates_p50=24, first_fill=fill,
+                        steady_fill=fill, steady_fill_min=fill, steps=10)
+
+    rows = [row("fixed:200", 1, 100.0, 0.90), row("context_aware", 1, 200.0, 0.95),
+            row("fixed:200", 8, 100.0, 0.90), row("context_aware", 8, 400.0, 0.91)]
+    glance = summarize(rows, (512 * 1024,), (1, 8))
+    assert format_conclusion(glance) == (
+        "conclusion: context_aware raises the first micro-batch from 100.00 s (fixed:200) to 200.00 s at 512K DP1 "
+        "and gains 5.00 points of steady fill (90.00% -> 95.00%); over 512K x DP 1,8: 2.0-4.0x later, "
+        "steady-fill cost -5.00 to -1.00 points")
+    assert [e["gates"] for e in glance["table"]] == [["fixed:200"], ["context_aware"]]
+    alone = summarize(rows[:1], (512 * 1024,), (1,))
+    assert alone["conclusion"] is None and "context_aware is not among the gates run" in format_conclusion(alone)
