@@ -3,6 +3,8 @@
 #
 #   bash ci/install.sh            # the library and its CLIs
 #   bash ci/install.sh --test     # + pytest, pytest-xdist
+#   bash ci/install.sh --plot     # + matplotlib: the main job's plot (python -m simulator cold-start)
+#   bash ci/install.sh --docs     # + MkDocs, Material and mkdocstrings: mkdocs build --strict (the documentation site)
 #   bash ci/install.sh --veomni   # + VeOmni 0.1.12 (installed --no-deps) and the packages its data code imports
 #   bash ci/install.sh --litdata  # + litdata 0.2.76 (installed --no-deps: its metadata requires torchvision)
 #   bash ci/install.sh --hf       # + Hugging Face datasets (pinned in ci/constraints.txt)
@@ -32,13 +34,15 @@ veomni_datasets=0
 for arg in "$@"; do
   case "$arg" in
     --test) extras+=(test) ;;
+    --docs) extras+=(docs) ;;
+    --plot) extras+=(plot) ;;
     --veomni) extras+=(veomni); veomni=1 ;;
     --litdata) extras+=(litdata); litdata=1 ;;
     --hf) extras+=(hf) ;;
     --lightning) extras+=(lightning) ;;
     --torchtitan) extras+=(torchtitan); torchtitan=1 ;;
     --veomni-datasets) veomni_datasets=1 ;;
-    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --veomni, --litdata, --hf, --lightning, --torchtitan, --veomni-datasets)" >&2; exit 2 ;;
+    *) echo "ci/install.sh: unknown option $arg (allowed: --test, --plot, --docs, --veomni, --litdata, --hf, --lightning, --torchtitan, --veomni-datasets)" >&2; exit 2 ;;
   esac
 done
 spec="$here"

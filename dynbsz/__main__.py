@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             from .compat import veomni
 
             if not veomni.available():
-                parser.error("--vs veomni needs VeOmni 0.1.12: run `bash ci/install.sh --veomni` (see README)")
+                parser.error("--vs veomni needs VeOmni 0.1.12: run `bash ci/install.sh --veomni` (see docs/guide/packer.md, 'Packer benchmark')")
         rows = bench.run(samples=args.samples, seed=args.seed, vs_veomni=args.vs == "veomni", repeat=args.repeat,
                          buffers=args.buffers or bench.BUFFERS)
         if args.json:

@@ -29,7 +29,7 @@ from typing import Sequence
 
 from . import corpus, mutants, mutation, profiles, report, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
-from .targets import MUTANT_PREFIX, TargetError, names, resolve
+from .targets import BUILTIN, MUTANT_PREFIX, TargetError, names, resolve
 from .targets.overlay import rerun_in_overlay
 from .watchdog import DEFAULT_STEP_TIMEOUT_S
 
@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def search_options(sp, profile_default: str) -> None:
-        sp.add_argument("--target", required=True, help="dynbsz, veomni, torchdata, mutant:NAME or MODULE:FACTORY")
+        sp.add_argument("--target", required=True, help=f"{', '.join(BUILTIN)}, mutant:NAME (python -m properties list) or "
+                        "MODULE:FACTORY (your gate, packer factory or Target)")
         sp.add_argument("--property", action="append", dest="properties", metavar="NAME",
                         help="run only this property (repeatable; default: every one that applies)")
         sp.add_argument("--profile", choices=profiles.PROFILES, default=profile_default)

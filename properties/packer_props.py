@@ -286,7 +286,7 @@ def greedy_walk(buffer: Sequence[Sample], budget: int, cap: int | None, empties_
     its documentation and never imported from the packer under test (dynbsz.selection holds both
     the fast walk and a literal one: a slip shared by the two would pass an oracle taken from it).
 
-    The rule (README, "Selection"; VeOmni's ``DynBszBuffer.get_samples``): walk the buffer oldest
+    The rule (docs/guide/packer.md, "Selection"; VeOmni's ``DynBszBuffer.get_samples``): walk the buffer oldest
     first and take every sample that still fits the remaining budget and, with a physical-token cap,
     the remaining cap; the oldest sample is always taken, whatever its size (so an overlong sample
     under ``overlong='emit_alone'`` is a micro-batch of its own when it reaches the head, and is
@@ -361,7 +361,7 @@ def check_same_cuts(reference: Run, other: Run, what: str) -> None:
 
 def ramp_minimum(spec: dict[str, Any], step: int) -> int:
     """The warm-up-scoped gate's sample minimum at an optimizer step, restated from its documentation
-    (README / ``WarmupRampGate``): ``start`` for the first ``hold_steps`` steps, then a linear rise
+    (docs/guide/packer.md / ``WarmupRampGate``): ``start`` for the first ``hold_steps`` steps, then a linear rise
     to ``full`` over ``ramp_steps`` steps (rounded up), then ``full``."""
     start, full, hold, ramp = spec["start"], spec["full"], spec["hold_steps"], spec["ramp_steps"]
     if step < hold:

@@ -204,7 +204,7 @@ def test_dp_ranks_yield_different_step_counts_per_epoch_and_max_steps_aligns_the
 
 
 def test_steps_bounded_loop_resumes_across_epoch_boundaries():
-    # The README's loop: `while loader.steps < max_steps: for step in loader`, restored mid-run.
+    # The loop docs/guide/loader.md documents: `while loader.steps < max_steps: for step in loader`, restored mid-run.
     def run(ld, stop_at=None):
         out = []
         while ld.steps < 12:

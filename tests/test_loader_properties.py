@@ -64,7 +64,7 @@ def test_exactly_once_fails_on_plain_statefuldataloader_out_of_order():
         except PropertyViolation:
             return
     pytest.fail("plain StatefulDataLoader(in_order=False) resumed every seed exactly once: "
-                "torchdata's count-based resume may be fixed (README: \"The checkpoint is what was delivered\")")
+                "torchdata's count-based resume may be fixed (docs/guide/loader.md: \"The checkpoint is what was delivered\")")
 
 
 def test_epoch_property_fails_when_the_epoch_is_read_at_construction():

@@ -2,7 +2,7 @@
 
 One process per DP rank runs ``train``. It is a real trainer in miniature: a seeded model
 (embedding, tanh, linear head) over packed micro-batches, Adam (so the optimizer has state to
-lose), gradients all-reduced over gloo when ``world > 1``, the steps-bounded loop the README
+lose), gradients all-reduced over gloo when ``world > 1``, the steps-bounded loop docs/guide/loader.md
 documents (``while loader.steps < max_steps: for step in loader: ...``), and every
 ``checkpoint_every`` steps one ``dynbsz.checkpoint`` file per rank holding model, optimizer and
 loader together. Each trained step is appended to the rank's log (a JSON line with the attempt,
