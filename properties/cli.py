@@ -235,7 +235,8 @@ def cmd_replay(args) -> int:
     runs = {"runs": args.runs, "failed_runs": failed, "timing_may_matter": timing,
             "outcome_varied": len({r.status for r in results}) > 1}
     if args.json:
-        _emit({"file": args.file, "target": result.target, **result.to_json(), **runs}, True)
+        # the result's own "file" (where a check saved it) is None on a replay: the file replayed is args.file
+        _emit({"target": result.target, **result.to_json(), "file": args.file, **runs}, True)
     else:
         note = f": {result.message}" if result.message else ""
         print(f"{result.status.upper()} {result.property} [{result.component}] on {result.target}{note}")

@@ -20,6 +20,7 @@ from dynbsz.tables import budget_label, count_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
+from .gatespec import BUILTIN_FORMS
 
 K = 1024
 
@@ -785,7 +786,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "PNG plot of every point to $XDG_CACHE_HOME/dynbsz-harness/ (else ~/.cache/dynbsz-harness/)"
                        "; --all prints every point, --json all of it as JSON.")
     c.add_argument("--gates", type=parse_list(str), default=DEFAULT_GATES,
-                   help="comma-separated gates (fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY)")
+                   help=f"comma-separated gates ({', '.join(BUILTIN_FORMS)}, MODULE:FACTORY)")
     c.add_argument("--calibration", action="store_true", help="also compare the DP1 points with the seed")
     c.add_argument("--all", action="store_true", help="print every budget x gate x DP point, not the summary")
     c.add_argument("--no-plot", action="store_true", help="write no plot (default: the table views write one to "

@@ -125,3 +125,15 @@ def test_the_suite_fails_a_loader_that_ignores_set_epoch_and_passes_one_that_rea
     assert run_property(reads, prop, component(reads), rs).status == "pass"
     failed = run_property(ignores, prop, component(ignores), rs)
     assert failed.status == "fail" and "epoch" in failed.message
+
+
+def test_a_component_built_wrong_inside_a_target_factory_says_so_without_the_factory_hint(tmp_path, monkeypatch):
+    (tmp_path / "wrongcodec.py").write_text(
+        "from properties.targets import loader_target\n"
+        "def target():\n"
+        "    return loader_target(lambda sc: None, state_codec='yaml')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TargetError) as err:
+        resolve("wrongcodec:target")
+    assert "state_codec='yaml'; allowed values: json, pickle" in str(err.value)
+    assert "FACTORY" not in str(err.value)

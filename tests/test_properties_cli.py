@@ -85,6 +85,7 @@ def test_replay_round_trip(capsys, tmp_path):
     assert code == 1 and out.startswith("FAIL resume [packer] on mutant:eager-drain")
     code, out, _ = run(capsys, "replay", path, "--target", "dynbsz", "--json")
     assert code == 0 and json.loads(out)["status"] == "pass"
+    assert json.loads(out)["file"] == str(path)      # the file replayed, not the result's unsaved None
     entry = json.loads(Path(path).read_text())
     assert entry["expect"] == {"mutant:eager-drain": "fail", "dynbsz": "pass"}
     assert entry["example"]["restore_after"]  # the mid-run checkpoint is part of the saved example

@@ -65,6 +65,8 @@ def load_factory(name: str) -> Callable[[], Any]:
 def _call(name: str, factory: Callable[[], Any]) -> Any:
     try:
         return factory()
+    except TargetError as e:  # a component built wrong says so itself; the hint about FACTORY would mislead
+        raise TargetError(f"target {name!r}: {e}") from None
     except Exception as e:  # noqa: BLE001
         raise TargetError(f"target {name!r}: calling the factory raised {one_line(e)}; {HINT}") from None
 
