@@ -125,8 +125,11 @@ def test_real_torchtitan_classes_dp_ranks_and_findings():
 @needs_overlay
 def test_check_runs_the_real_loader_under_the_torchtitan_trainer():
     p = subprocess.run([sys.executable, "-m", "properties", "check", "--target", "torchtitan", "--json",
-                        "--property", "stream_trainer_resume", "--database", "none", "--no-shrink"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                        "--property", "stream_trainer_resume", "--database", "none", "--no-shrink",
+                        # what is judged is the verdict, not the speed: no wall bound per next() (the bound on steps
+                        # stays), so a starved machine cannot turn a pass into a 'hang' (1 of 8 ci.flips runs did)
+                        "--step-timeout", "0"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert p.returncode in (0, 1), p.stderr[-3000:]
     doc = json.loads(p.stdout)
     assert doc["target"] == "torchtitan" and "torchtitan 0.3.0 (datasets 4.7.0)" in doc["description"]
