@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from torch.utils.data import DataLoader
 
 from ..errors import PropertyViolation
-from ..loader_targets import PlainStep, shutdown_workers
+from ..loader_targets import DelegatingLoader, PlainStep, shutdown_workers
 from .base import STATE_CODECS, LoaderComponent, Target, TargetError
 
 BatchIds = Callable[[Any], Any]
@@ -40,9 +40,10 @@ def default_batch_ids(batch: Any) -> list:
                             "loader_target(..., batch_ids=lambda batch: <the batch's sample ids>)")
 
 
-class OwnLoader:
-    """The user's loader, unchanged, seen as steps; ``close`` stops a DataLoader's workers when the
-    loader has no ``close`` of its own (the next loader's forked workers must not inherit them)."""
+class OwnLoader(DelegatingLoader):
+    """The user's loader (``self.dl``), unchanged, seen as steps; ``close`` calls its own ``close`` or,
+    without one, stops the workers of a DataLoader it holds (the next loader's forked workers must not
+    inherit them)."""
 
     def __init__(self, loader: Any, batch_ids: BatchIds):
         missing = [m for m in REQUIRED if not callable(getattr(loader, m, None))]
@@ -50,29 +51,23 @@ class OwnLoader:
             raise TargetError(f"loader_target: make_loader returned a {type(loader).__name__}, which lacks "
                               f"{', '.join(m + '()' for m in missing)}; a loader needs {', '.join(REQUIRED)} "
                               "(close() is optional)")
-        self.loader = loader
+        self.dl = loader
         self.batch_ids = batch_ids
 
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
     def __iter__(self):
-        return (PlainStep(self.batch_ids(batch)) for batch in self.loader)
-
-    def state_dict(self) -> Any:
-        return self.loader.state_dict()
-
-    def load_state_dict(self, state: Any) -> None:
-        self.loader.load_state_dict(state)
+        return (PlainStep(self.batch_ids(batch)) for batch in self.dl)
 
     def close(self) -> None:
-        if callable(getattr(self.loader, "close", None)):
-            self.loader.close()
+        if self.dl is None:
             return
-        # A loader without close() usually holds its DataLoader as an attribute (self.dl = ...).
-        for dl in (self.loader, *getattr(self.loader, "__dict__", {}).values()):
-            if isinstance(dl, DataLoader):
-                shutdown_workers(dl)
+        if callable(getattr(self.dl, "close", None)):
+            self.dl.close()
+        else:
+            # A loader without close() usually holds its DataLoader as an attribute (self.dl = ...).
+            for dl in (self.dl, *getattr(self.dl, "__dict__", {}).values()):
+                if isinstance(dl, DataLoader):
+                    shutdown_workers(dl)
+        self.dl = None
 
 
 def loader_target(make_loader: Callable[[Any], Any], *, name: str = "loader", trainers: tuple[str, ...] = ("torchdata",),
