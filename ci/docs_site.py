@@ -137,7 +137,7 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 (mkdocs hoo
 
 
 def on_post_build(config):
-    from mkdocs.exceptions import PluginError
+    from mkdocs.exceptions import PluginError  # the docs extra: the checks above import without it (the tests)
 
     site, docs = Path(config["site_dir"]), Path(config["docs_dir"])
 
