@@ -201,7 +201,7 @@ def context_aware(budget: int, *, micro_batch_size: int = 1, runtime: str = "mai
     if problems:
         raise ConfigError("gate='context_aware' was only measured for main-process, total-token, text, "
                           "micro_batch_size=1 training at 512K/1M budgets; unsupported here: "
-                          + "; ".join(problems) + ". Use gate='token_aware' (any context length) or gate='fixed'.")
+                          + "; ".join(problems) + ". Use gate='auto' (a warm-up schedule per budget, any context length), gate='token_aware' or gate='fixed'.")
     return FixedGate(CONTEXT_AWARE_TABLE[budget], policy="context_aware")
 
 
