@@ -16,8 +16,9 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
+from dynbsz.paths import cache_dir
+
 from . import suite
-from .profiles import cache_dir
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
 

@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Iterator
 
 from hypothesis import HealthCheck, Phase, settings
+
+from dynbsz.paths import cache_dir
 
 PROFILES = ("ci", "dev", "fuzz")
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 # ci and dev leave out the target phase: its hill-climbing (guided by the suite's target() calls)
 # roughly doubles the examples run, which pays off in long fuzz runs, not in a 15-minute suite.
 _QUICK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
-
-
-def cache_dir() -> Path:
-    """The harness's cache: ``$XDG_CACHE_HOME/dynbsz-harness`` (``~/.cache/dynbsz-harness`` without it).
-    The CLI keeps its failures (``properties.corpus.failures_dir``) and example database there."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "dynbsz-harness"
 
 
 def database_dir() -> str:

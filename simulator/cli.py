@@ -375,8 +375,12 @@ def format_conclusion(glance: dict) -> str:
     if c["speedup_range"]:
         lo, hi = c["speedup_range"]
         one = "{:.1f}".format
-        spans.append(f"{_range(lo, hi, one)}x sooner" if lo >= 1 else f"{_range(1 / hi, 1 / lo, one)}x later"
-                     if hi < 1 else f"{base} / {gate} ready time {_range(lo, hi, one)}x")
+        if lo >= 1:
+            spans.append(f"{_range(lo, hi, one)}x sooner")
+        elif hi < 1:
+            spans.append(f"{_range(1 / hi, 1 / lo, one)}x later")
+        else:       # sooner at some points, later at others
+            spans.append(f"{base} / {gate} ready time {_range(lo, hi, one)}x")
     if c["fill_cost_points_range"]:
         lo, hi = c["fill_cost_points_range"]
         spans.append(f"steady-fill cost {_range(lo, hi, '{:.2f}'.format)} points")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 from dynbsz.errors import ConfigError
+from dynbsz.paths import cache_dir
 from dynbsz.tables import budget_label
 
 
@@ -32,13 +32,9 @@ def _pyplot():
 
 
 def default_dir() -> Path:
-    """Where a plot nobody named goes: a scratch directory, because the working directory is often a checkout
-    and a file appearing in it unasked would end up committed. ``$XDG_CACHE_HOME/dynbsz-harness`` (beside the
-    Hypothesis database .ci/run keeps), else ``~/.cache/dynbsz-harness``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    # the XDG spec: a relative value is invalid and to be ignored
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "dynbsz-harness"
+    """Where a plot nobody named goes: the project's cache, because the working directory is often a checkout
+    and a file appearing in it unasked would end up committed."""
+    return cache_dir()
 
 
 def check_path(path) -> Path:

@@ -100,16 +100,22 @@ def test_every_wrong_setting_is_one_line_naming_it(kwargs, fragment):
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_bare_stateful_dataloader_is_refused_at_check_time_naming_set_epoch(tmp_path, monkeypatch):
-    (tmp_path / "bare.py").write_text(
-        "from torchdata.stateful_dataloader import StatefulDataLoader\n"
-        "from properties.targets import loader_target\n"
-        "def target():\n"
-        "    return loader_target(lambda sc: StatefulDataLoader(sc.dataset(), batch_size=1))\n")
+def resolve_error(tmp_path, monkeypatch, module: str, source: str) -> str:
+    """The one-line error ``--target MODULE:target`` gets for a module holding ``source``."""
+    (tmp_path / f"{module}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(TargetError) as err:
-        resolve("bare:target")
-    assert "StatefulDataLoader, which lacks set_epoch()" in str(err.value) and "\n" not in str(err.value)
+        resolve(f"{module}:target")
+    return str(err.value)
+
+
+def test_a_bare_stateful_dataloader_is_refused_at_check_time_naming_set_epoch(tmp_path, monkeypatch):
+    message = resolve_error(tmp_path, monkeypatch, "bare",
+                            "from torchdata.stateful_dataloader import StatefulDataLoader\n"
+                            "from properties.targets import loader_target\n"
+                            "def target():\n"
+                            "    return loader_target(lambda sc: StatefulDataLoader(sc.dataset(), batch_size=1))\n")
+    assert "StatefulDataLoader, which lacks set_epoch()" in message and "\n" not in message
 
 
 def test_make_loader_must_be_callable():
@@ -128,12 +134,9 @@ def test_the_suite_fails_a_loader_that_ignores_set_epoch_and_passes_one_that_rea
 
 
 def test_a_component_built_wrong_inside_a_target_factory_says_so_without_the_factory_hint(tmp_path, monkeypatch):
-    (tmp_path / "wrongcodec.py").write_text(
-        "from properties.targets import loader_target\n"
-        "def target():\n"
-        "    return loader_target(lambda sc: None, state_codec='yaml')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(TargetError) as err:
-        resolve("wrongcodec:target")
-    assert "state_codec='yaml'; allowed values: json, pickle" in str(err.value)
-    assert "FACTORY" not in str(err.value)
+    message = resolve_error(tmp_path, monkeypatch, "wrongcodec",
+                            "from properties.targets import loader_target\n"
+                            "def target():\n"
+                            "    return loader_target(lambda sc: None, state_codec='yaml')\n")
+    assert "state_codec='yaml'; allowed values: json, pickle" in message
+    assert "FACTORY" not in message
