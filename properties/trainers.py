@@ -35,6 +35,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from hypothesis.errors import HypothesisException
+
 from .errors import PropertyViolation, Unsupported
 from .loader_props import Transcript, default_ids_of, restore_events, roundtrip, run_schedule
 from .scenarios import LoaderScenario
@@ -569,6 +571,20 @@ def judge(uninterrupted: Transcript, resumed: Transcript, *, in_order: bool, los
     return None
 
 
+def _run_naming_trainer(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after: tuple, **kw) -> Transcript:
+    """``trainer.run``, with whatever the loader raises reported under the trainer and schedule it raised in:
+    a crash is a reproduction under that trainer, and the verdict (``properties.verdicts``) reads the
+    trainer's name from the message."""
+    try:
+        return trainer.run(make, scenario, preempt_after=preempt_after, **kw)
+    except (PropertyViolation, Unsupported, HypothesisException):
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the library raised under this trainer
+        where = f"preempted after global steps {sorted(preempt_after)}" if preempt_after else "uninterrupted"
+        raise PropertyViolation(f"under trainer {trainer.name!r}, {where}: the loader raised "
+                                f"{type(e).__name__}: {' '.join(str(e).split())}") from e
+
+
 def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_after, *, ordered: bool | None = None,
                 fixed_epochs: bool = True, lossy: bool = False, allowed: set | None = None, **kw) -> None:
     """Raise PropertyViolation when preempting ``trainer`` after those steps changes what it trains
@@ -578,10 +594,10 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     ``lossy``: the loader documents losing samples on a resume, so only "at most once" is judged."""
     # The loaders are built from the scenario as drawn (its checkpoint schedule included: a target may refuse
     # one it documents no guarantee for); only ``preempt_after`` decides where the job dies.
-    plain = trainer.run(make, scenario, **kw)
+    plain = _run_naming_trainer(trainer, make, scenario, (), **kw)
     # where the preemptions fall in the uninterrupted run (at an epoch end, mid-epoch): the coverage tally
     restore_events(plain, [(k, plain.steps[k - 1][0]) for k in preempt_after if 0 < k <= len(plain.steps)])
-    resumed = trainer.run(make, scenario, preempt_after=tuple(preempt_after), **kw)
+    resumed = _run_naming_trainer(trainer, make, scenario, tuple(preempt_after), **kw)
     if resumed.trainer_faults:
         raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
                           f"{resumed.trainer_faults[0]}")

@@ -85,3 +85,41 @@ def test_fuzz_reports_classify_their_failures(capsys):
     failed = [r for r in doc["results"] if r["status"] == "fail"]
     assert code == 1 and failed, doc
     assert all(r["class"] in verdicts.CLASSES and "adversarial" in r["trainers"] for r in failed), failed
+
+
+class _CrashesAfterRestore:
+    """A loader that raises once a state is loaded: a crash the resumed job hits, never the uninterrupted one."""
+
+    def __init__(self, inner):
+        self.inner, self.restored = inner, False
+
+    def set_epoch(self, epoch):
+        self.inner.set_epoch(epoch)
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+        self.restored = True
+
+    def close(self):
+        self.inner.close()
+
+    def __iter__(self):
+        if self.restored:
+            raise RuntimeError("generator raised StopIteration")
+        return iter(self.inner)
+
+
+def test_a_crash_under_a_trainer_is_a_reproduction_under_that_trainer():
+    # VeOmni's B1: the resumed job raises. The verdict reads the trainer from the message, so the crash must
+    # be reported under the trainer and schedule it happened in, not as a bare "the target raised"
+    base = resolve("dynbsz").component("loader:main")
+    comp = replace(base, name="loader:main", make_loader=lambda sc: _CrashesAfterRestore(base.make_loader(sc)),
+                   trainers=("torchdata",))
+    sc = LoaderScenario(num_samples=12, checkpoints=(2,))
+    with pytest.raises(trainers.PropertyViolation,
+                       match=r"under trainer 'torchdata', preempted after global steps \[2\]: the loader raised "
+                             r"RuntimeError: generator raised StopIteration"):
+        suite.get("trainer_resume").check(comp, sc)
