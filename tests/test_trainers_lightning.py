@@ -188,6 +188,11 @@ def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     real = fit_adapter(LT.make_loader, sc, ids_of=lambda b: (tuple(LT.ids_of(b)),))
     trained = {s for _, ids in real for mb in ids for s in mb}
     assert len(real) == 4 and sorted(set(sc.all_ids()) - trained) == [2]
+    # with L18's fix len() counts each worker's batches, and the same real Trainer.fit trains every sample
+    from properties.stream_fixes import litdata_component
+
+    fixed = fit_adapter(litdata_component(["L18"]).make_loader, sc, ids_of=lambda b: (tuple(LT.ids_of(b)),))
+    assert len(fixed) == 5 and {s for _, ids in fixed for mb in ids for s in mb} == set(sc.all_ids())
 
 
 class ShrinkingLen(Recorder):

@@ -63,6 +63,10 @@ LITDATA_FIXES: dict[str, str] = {
            "a source whose replayed count has reached its restored count found it exhausted, so the replay drops it "
            "and scales the weights left as __next__ does (and draws no more once one source is left), instead of "
            "sum(counts) draws over every source with the first weights",
+    "L18": "StreamingDataLoader.__len__ over an unweighted, stratified CombinedStreamingDataset counts the batches "
+           "each worker makes of its own share of every source (torch batches per worker, so each worker ends on "
+           "its own partial batch), instead of ceil(total samples / batch_size), which is short by up to one batch "
+           "per worker and makes a trainer that ends its epoch after len() batches (Lightning) skip samples",
 }
 ALL_LITDATA = tuple(LITDATA_FIXES)
 
@@ -80,6 +84,7 @@ def _register(cls: type) -> type:
 def litdata_classes() -> SimpleNamespace:
     """litdata's classes with the fixes as subclasses; each instance is told which fixes are on."""
     v = litdata_target.lib()
+    import litdata.streaming.combined as D_combined
     import litdata.streaming.dataloader as D
     import litdata.streaming.dataset as D_dataset
     import litdata.streaming.parallel as D_parallel
@@ -101,6 +106,30 @@ def litdata_classes() -> SimpleNamespace:
             self._received_from = 0        # L9: the worker whose batch arrived last
             self._loaded_latest = None     # L13: the loaded state's last worker, until the first batch after the load
             self._epoch_base = {}          # L10: each worker's running counts when this epoch started (cycling)
+
+        def __len__(self):
+            length = super().__len__()   # as released: also records the samples torch compares its warning with
+            ds = self.dataset
+            if ("L18" not in self._fixes or not isinstance(ds, D_combined.CombinedStreamingDataset)
+                    or not ds._iterate_over_all or ds._batching_method != "stratified"
+                    or not isinstance(self.batch_size, int)):
+                return length
+            # L18: was ceil(sum of the sources' samples / batch_size) (dataloader.py:925-931). An iterable dataset
+            # is batched inside each worker, so a worker's last batch is partial whenever its own share is not a
+            # multiple of batch_size: the loader yields one batch per worker per partial share. Each worker's share
+            # of a source is the intervals the source's shuffler gives it for this rank (what its __iter__ reads).
+            workers = max(self.num_workers, 1)
+            per_worker = [0] * workers
+            for source in ds._datasets:
+                source.get_len(workers, self.batch_size)   # builds the shuffler with the loader's split
+                _, intervals = source.shuffler.get_chunks_and_intervals_per_workers(
+                    source.distributed_env, workers, self.batch_size, source.current_epoch)
+                first = source.distributed_env.global_rank * workers
+                for w in range(workers):
+                    per_worker[w] += sum(iv[2] - iv[1] for iv in intervals[first + w])
+            if self.drop_last:
+                return sum(n // self.batch_size for n in per_worker)
+            return sum(-(-n // self.batch_size) for n in per_worker)
 
         def __iter__(self):
             resuming, self._pending_resume = self._pending_resume, False
