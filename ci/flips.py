@@ -56,6 +56,19 @@ def outcomes(junit_xml: Path) -> dict[str, str]:
     return out
 
 
+def failure_messages(junit_xml: Path, limit: int = 600) -> dict[str, str]:
+    """test id -> the first ``limit`` characters of its failure or error message, for the tests that failed:
+    a flip is diagnosed from what it said when it failed, which the run's own XML (a temporary file) loses."""
+    out = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        for child in case:
+            if child.tag in ("failure", "error"):
+                text = child.get("message") or (child.text or "")
+                out[f"{case.get('classname')}::{case.get('name')}"] = " ".join(text.split())[:limit]
+                break
+    return out
+
+
 def flips(runs: list[dict[str, str]]) -> dict[str, Counter]:
     """Tests whose outcome differed between runs (a test missing from a run counts as 'absent')."""
     names = set().union(*runs) if runs else set()
@@ -78,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--reps must be at least 2 to see a flip, got {args.reps}")
     files = args.files or list(VERDICT_FILES)
     runs: list[dict[str, str]] = []
+    failures: dict[str, list[str]] = defaultdict(list)   # test id -> "run k: message", every run it failed in
     with tempfile.TemporaryDirectory(prefix="dynbsz-flips-") as tmp:
         for k in range(args.reps):
             xml = Path(tmp) / f"run{k}.xml"
@@ -90,22 +104,30 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"run {k + 1}: pytest wrote no report ({' '.join(cmd)})", file=sys.stderr)
                 return 2
             runs.append(outcomes(xml))
+            for name, message in failure_messages(xml).items():
+                failures[name].append(f"run {k + 1}: {message}")
             print(f"run {k + 1}/{args.reps}: {dict(Counter(runs[-1].values()))}", flush=True)
             if args.json_out:  # after every run, so a campaign stopped early still says what it saw
-                Path(args.json_out).write_text(json.dumps(report(runs, args, files), indent=1) + "\n")
-    doc = report(runs, args, files)
+                Path(args.json_out).write_text(json.dumps(report(runs, args, files, failures), indent=1) + "\n")
+    doc = report(runs, args, files, failures)
     print(f"{len(doc['flipped'])} of {doc['tests']} tests flipped over {args.reps} runs")
     for name, counts in doc["flipped"].items():
         print(f"  FLIP {name}: {counts}")
+        for line in doc["failure_messages"][name][:3]:
+            print(f"    {line}")
     return 1 if doc["flipped"] else 0
 
 
-def report(runs: list[dict[str, str]], args: argparse.Namespace, files: list[str]) -> dict:
-    """The campaign so far: runs done of those asked for, tests seen, and every flip's outcome counts."""
+def report(runs: list[dict[str, str]], args: argparse.Namespace, files: list[str],
+           failures: dict[str, list[str]] | None = None) -> dict:
+    """The campaign so far: runs done of those asked for, tests seen, every flip's outcome counts, and what
+    each flipped test said in the runs it failed in."""
+    flipped = flips(runs)
     return {"reps": args.reps, "runs_done": len(runs), "files": files, "keyword": args.keyword,
             "tests": len(set().union(*runs)) if runs else 0,
             "outcomes": dict(Counter(v for run in runs for v in run.values())),
-            "flipped": {n: dict(c) for n, c in flips(runs).items()}}
+            "flipped": {n: dict(c) for n, c in flipped.items()},
+            "failure_messages": {n: (failures or {}).get(n, []) for n in flipped}}
 
 
 if __name__ == "__main__":

@@ -116,6 +116,10 @@ class Mutant:
     # property starts worker processes: ~20 s apiece in the ci profile). Any property may still
     # kill the mutant; the hint only orders the search.
     aims_at: str | None = None
+    # A loader mutant whose kill hinges on where a checkpoint falls in an epoch: with workers out of order an
+    # epoch's step count is arrival timing, so the same search kills it in one run and not the next. Searched
+    # on in_order=True only, its kill (and the test that asserts it) is the same every run.
+    in_order_only: bool = False
 
     def __post_init__(self) -> None:
         if self.component not in KINDS:
@@ -124,16 +128,21 @@ class Mutant:
 
 
 def mutant(name: str, *, component: str, replaces: str | None = None, description: str | None = None,
-           factory: Callable[[Any], Callable[..., Any]] | None = None, aims_at: str | None = None) -> Callable[[T], T]:
+           factory: Callable[[Any], Callable[..., Any]] | None = None, aims_at: str | None = None,
+           in_order_only: bool = False) -> Callable[[T], T]:
     """Declare the decorated class (or factory) a mutant of a ``component`` kind. ``replaces``
     defaults to the kind (``packer``); ``description`` to the docstring, on one line; ``factory``
     turns the decorated object into the mutant's ``make`` (default: the object itself);
-    ``aims_at`` names the property it was written to break (``Mutant.aims_at``)."""
+    ``aims_at`` names the property it was written to break (``Mutant.aims_at``); ``in_order_only``
+    searches a loader mutant on in_order=True scenarios only (``Mutant.in_order_only``)."""
+    if in_order_only and component != "loader":
+        raise ValueError(f"mutant {name!r}: in_order_only is a loader mutant's setting; component={component!r}")
     def register(obj: T) -> T:
         text = description if description is not None else (obj.__doc__ or "")
         setattr(obj, MUTANT_MARKER, Mutant(name=name, component=component, description=" ".join(text.split()),
                                            make=factory(obj) if factory is not None else obj,
-                                           replaces=replaces or component, aims_at=aims_at))
+                                           replaces=replaces or component, aims_at=aims_at,
+                                           in_order_only=in_order_only))
         return obj
 
     return register

@@ -70,3 +70,13 @@ def test_step_not_restored_is_caught_by_the_gate_that_reads_the_step():
                                 suppress_health_check=list(HealthCheck)))
     assert ex.config.warmup_steps == 0 and ex.gate["kind"] == "warmup_ramp"
     packer_suite.resume(resolve("dynbsz").components[0], ex)   # no false alarm: dynbsz passes it
+
+
+def test_a_mutant_whose_kill_is_arrival_timing_out_of_order_is_searched_in_order_only():
+    from properties.registry import mutant
+
+    comp = resolve("mutant:finished-epoch-restored-as-fresh").component("loader:main")
+    assert comp.in_order == (True,) and "arrival timing" in comp.knob_notes["in_order"]
+    assert resolve("mutant:resume-by-count").component("loader:main").in_order == (True, False)
+    with pytest.raises(ValueError, match="in_order_only is a loader mutant's setting"):
+        mutant("x", component="packer", in_order_only=True)

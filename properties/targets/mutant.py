@@ -9,6 +9,7 @@ component name.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from dynbsz.config import PackerConfig
@@ -52,8 +53,15 @@ def _loader_target(m: Mutant) -> Target:
     if m.replaces not in runtimes:
         raise TargetError(f"mutant {m.name!r} replaces loader component {m.replaces!r}; allowed values: "
                           f"{', '.join(runtimes)}")
-    return Target(name=PREFIX + m.name, description=m.description,
-                  components=(dynbsz_loader_component(runtimes[m.replaces], m.make),))
+    component = dynbsz_loader_component(runtimes[m.replaces], m.make)
+    if m.in_order_only:
+        component = replace(component, in_order=(True,),
+                            knob_notes={**component.knob_notes, "in_order": IN_ORDER_ONLY})
+    return Target(name=PREFIX + m.name, description=m.description, components=(component,))
+
+
+IN_ORDER_ONLY = ("searched in order only: this mutant's kill depends on where a checkpoint falls in an epoch, which "
+                 "out of order with workers is arrival timing (registry.Mutant.in_order_only)")
 
 
 # One adapter per component kind (a Mutant's component is one of registry.KINDS).
