@@ -51,7 +51,10 @@ module imports); the venv keeps datasets 5.2.0 for the HF report, so ``bash ci/i
 installs datasets 2.21.0 and those packages into an overlay (``OVERLAY.dir()``, properties.targets.overlay), and ``python -m properties``
 re-runs a command whose target is ``veomni-builders`` with the overlay first on ``PYTHONPATH``
 (``rerun_in_overlay``, called by ``properties.cli.main``). Knobs VeOmni's builder cannot express are declared
-unsupported on the components; the adapters never correct VeOmni.
+unsupported on the components; the adapters never correct VeOmni. A scenario that hits one of VeOmni's documented
+deviations D1-D4 (``properties.targets.veomni_deviations``, e.g. a checkpoint with ``in_order=False`` and workers,
+which VeOmni warns has no resume guarantee) is refused as ``Unsupported``: the search never reports documented
+behaviour as a bug.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario
 from . import overlay as _overlay
 from .base import LoaderComponent, Target
+from .veomni_deviations import documented_loader
 
 VERSION = "0.1.12"
 DATASETS_PIN = "2.21.0"
@@ -374,10 +378,11 @@ def components() -> tuple[LoaderComponent, ...]:
         if form == "multisource":
             notes["in_order"] = MIX_OUT_OF_ORDER
             kw = dict(skip=MIX_SKIP, in_order=(True,))
-        out.append(LoaderComponent(
+        # held to what VeOmni documents: a scenario hitting D1-D4 is refused, never reported as a bug
+        out.append(documented_loader(LoaderComponent(
             name=name, runtime=runtime, make_loader=functools.partial(_make, form=form),
             steps_per_epoch=functools.partial(train_steps, form=form), warmup=runtime == "main", knob_notes=notes,
-            **kw, **common))
+            **kw, **common)))
     return tuple(out)
 
 
@@ -387,7 +392,8 @@ def target() -> Target:
                    "'veomni_weighted_multisource', MainCollator, build_dataloader('native', ...)) from VeOmni's own "
                    "argument dataclasses; emulated: the process group (gloo, world size 1, so no DP ranks), the "
                    "tokenizer and data transform (each token is its sample's id, plus an 'id' key), the model "
-                   "arguments, and the data (JSON-lines files of the trace) (properties.targets.veomni_builders)")
+                   "arguments, and the data (JSON-lines files of the trace); held to what VeOmni documents: "
+                   "examples hitting its deviations D1-D4 are not drawn (properties.targets.veomni_builders)")
     if not available():
         return Target(name=OVERLAY.target, description=description, unavailable=OVERLAY.missing())
     v = lib()

@@ -1,0 +1,75 @@
+"""VeOmni 0.1.12's documented deviations D1-D4, and the rule that refuses a loader scenario hitting one.
+
+One home for both VeOmni targets: ``veomni-builders`` (VeOmni's own builders) applies it to every loader it
+builds, and ``properties.veomni_conformance:documented`` to the hand-assembled ``veomni`` target's. A refused
+scenario is an ``Unsupported`` naming the deviation: the search rejects the example, a replay reports a skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from ..errors import Unsupported
+from ..loader_targets import trace_of
+from .base import LoaderComponent
+
+DEVIATIONS: dict[str, str] = {
+    "D1": ("main runtime drops samples whose input_ids hold at most one token (TextBatchingStrategy.put_item, "
+           "veomni/data/dynamic_batching.py:211-214, 'WARNING: EMPTY STRING.')"),
+    "D2": ("worker runtime drops samples longer than the micro-batch budget (DynamicBatchingSizeDataset, "
+           "veomni/data/dataset.py:1037-1039 docstring, 1202-1207)"),
+    "D3": ("DP shards are padded by wrapping around to an equal size (torch DistributedSampler's documented "
+           "padding, used by StatefulDistributedSampler and copied by _MapStyleSamplerWrapper, "
+           "veomni/data/dataset.py:848-850, 924-931)"),
+    "D4": ("in_order=False with workers gives no checkpoint/resume guarantee (torchdata stateful_dataloader.py:184, "
+           "237-242; VeOmni's warning, veomni/data/data_loader.py:246-250)"),
+}
+
+
+def reject(deviation: str, detail: str) -> Unsupported:
+    return Unsupported(f"documented deviation {deviation}: {detail} ({DEVIATIONS[deviation].split(' (')[0]})")
+
+
+def loader_deviation(component_name: str, runtime: str, sc: Any, prop: str | None = None) -> Unsupported | None:
+    """The documented deviation a loader scenario hits on a VeOmni loader component, if any."""
+    if runtime == "worker":
+        tokens = trace_of(sc).tokens
+        over = int((tokens > sc.budget).sum())
+        if over:
+            return reject("D2", f"{over} of {sc.num_samples} samples are longer than the budget {sc.budget}")
+    if sc.dp_size > 1 and sc.num_samples % sc.dp_size:
+        return reject("D3", f"{sc.num_samples} samples over {sc.dp_size} ranks")
+    if not sc.in_order and sc.num_workers > 0 and (sc.checkpoints or sc.restore_at_epoch_end):
+        return reject("D4", "a checkpoint schedule with in_order=False and workers")
+    return None
+
+
+class Refused:
+    """Stands in for a loader on a scenario that hits a documented deviation: any use raises the
+    Unsupported that makes the runner reject the example (or a replay report a skip)."""
+
+    def __init__(self, reason: Unsupported):
+        self.reason = reason
+
+    def _refuse(self, *args, **kwargs):
+        raise self.reason
+
+    set_epoch = __iter__ = state_dict = load_state_dict = _refuse
+
+    def close(self) -> None:
+        pass
+
+
+def documented_loader(component: LoaderComponent, make: Callable[[Any], Any] | None = None) -> LoaderComponent:
+    make = make or component.make_loader
+
+    def make_loader(sc):
+        hit = loader_deviation(component.name, component.runtime, sc)
+        return Refused(hit) if hit is not None else make(sc)
+
+    return dataclasses.replace(component, make_loader=make_loader)
+
+
+
+__all__ = ["DEVIATIONS", "Refused", "documented_loader", "loader_deviation", "reject"]
