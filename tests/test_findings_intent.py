@@ -1,0 +1,80 @@
+"""Every finding's proposed fix is checked against its maintainers' stated intent (docs/findings/intent-*.md),
+and every report says where its fixes depart from it.
+
+The finding ids are read from the reports themselves (their ``### V1.`` sections and the ``**V16 (new...``
+paragraphs), not from a list kept here, so a finding added to a report without an intent row fails; and the
+set of ``departs`` rows must be the set of ``* **X departs**`` bullets in the reports' section on intent, so
+neither can be revised without the other.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+VERDICTS = {"consistent", "departs", "no stated intent found"}
+HEADER = "| finding | proposed fix | maintainers' stated intent (source) | verdict | what the report should change |"
+
+#: intent page -> the reports whose findings it judges, and the id prefixes those reports use for findings
+PAGES = {
+    "intent-veomni.md": (("veomni-0.1.12-conformance.md", "veomni-0.1.12-builders.md"), "VB"),
+    "intent-litdata.md": (("litdata-0.2.76-conformance.md",), "L"),
+    "intent-hf-torchtitan.md": (("hf-datasets-5.2.0-conformance.md", "torchtitan-0.3.0-conformance.md"), "HT"),
+}
+
+
+def report_findings(text: str, prefixes: str) -> set[str]:
+    found = set(re.findall(r"^### ([A-Z]\d+)\b", text, re.M)) | set(re.findall(r"^\*\*([A-Z]\d+)[ .]", text, re.M))
+    return {f for f in found if f[0] in prefixes}
+
+
+def intent_rows(text: str) -> dict[str, list[str]]:
+    lines = text.splitlines()
+    assert lines.count(HEADER) == 1, "one table with the agreed header"
+    start = lines.index(HEADER) + 2
+    rows = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+def departures_said(text: str) -> set[str]:
+    return set(re.findall(r"^\* \*\*([A-Z]\d+) departs\*\*", text, re.M))
+
+
+def test_the_parsers_read_what_they_should():
+    report = "### V1. a\n\n**V16 (new, x):** y\n**B1. z**\n### D1. not a finding of this prefix\n"
+    assert report_findings(report, "VB") == {"V1", "V16", "B1"}
+    table = f"x\n{HEADER}\n|---|---|---|---|---|\n| V1 | f | s | departs | c |\n\nafter"
+    assert intent_rows(table) == {"V1": ["V1", "f", "s", "departs", "c"]}
+    assert departures_said("* **V5 departs**: why\n* **V6** departs\n") == {"V5"}
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_finding_has_one_intent_row_with_a_verdict(page):
+    reports, prefixes = PAGES[page]
+    findings = set().union(*(report_findings((DOCS / r).read_text(), prefixes) for r in reports))
+    rows = intent_rows((DOCS / "findings" / page).read_text())
+    assert findings and set(rows) == findings, (sorted(findings - set(rows)), sorted(set(rows) - findings))
+    for finding, cells in rows.items():
+        assert len(cells) == 5 and all(cells), f"{page} {finding}: an empty cell"
+        assert cells[3] in VERDICTS, f"{page} {finding}: verdict {cells[3]!r}; allowed values: {sorted(VERDICTS)}"
+        assert re.search(r"\d|https?://", cells[2]), f"{page} {finding}: the intent cell cites no line, commit or URL"
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_each_report_says_where_its_fixes_depart_and_links_the_evidence(page):
+    reports, _ = PAGES[page]
+    departs = {f for f, cells in intent_rows((DOCS / "findings" / page).read_text()).items() if cells[3] == "departs"}
+    said = set()
+    for r in reports:
+        text = (DOCS / r).read_text()
+        assert f"(findings/{page})" in text, f"{r} does not link {page}"
+        said |= departures_said(text)
+    assert said == departs, f"the reports say {sorted(said)} depart; {page} says {sorted(departs)}"
