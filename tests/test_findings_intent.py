@@ -78,3 +78,43 @@ def test_each_report_says_where_its_fixes_depart_and_links_the_evidence(page):
         assert f"(findings/{page})" in text, f"{r} does not link {page}"
         said |= departures_said(text)
     assert said == departs, f"the reports say {sorted(said)} depart; {page} says {sorted(departs)}"
+
+
+GLANCE = "| ID | class | what a training run sees | trainers | severity | reproduce | fix | upstream |"
+CLASSES = {"bug", "contract gap", "latent", "deviation"}
+#: report -> the reports whose findings its "At a glance" table lists (VeOmni's lists its builders' B1, B2 too)
+GLANCE_REPORTS = {
+    "veomni-0.1.12-conformance.md": (("veomni-0.1.12-conformance.md", "veomni-0.1.12-builders.md"), "VB"),
+    "litdata-0.2.76-conformance.md": (("litdata-0.2.76-conformance.md",), "L"),
+    "hf-datasets-5.2.0-conformance.md": (("hf-datasets-5.2.0-conformance.md",), "H"),
+    "torchtitan-0.3.0-conformance.md": (("torchtitan-0.3.0-conformance.md",), "T"),
+}
+
+
+def glance_rows(text: str) -> dict[str, list[str]]:
+    section = text.split("## At a glance\n", 1)[1].split("\n## ", 1)[0]
+    lines = section.splitlines()
+    assert lines.count(GLANCE) == 1, "one table with the agreed header"
+    rows = {}
+    for line in lines[lines.index(GLANCE) + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+@pytest.mark.parametrize("report", sorted(GLANCE_REPORTS))
+def test_each_report_opens_with_one_table_of_every_finding(report):
+    sources, prefixes = GLANCE_REPORTS[report]
+    text = (DOCS / report).read_text()
+    first_section = re.search(r"^## (.+)$", text, re.M).group(1)
+    assert first_section == "At a glance", f"{report}: the first section is {first_section!r}"
+    findings = set().union(*(report_findings((DOCS / r).read_text(), prefixes) for r in sources))
+    rows = glance_rows(text)
+    assert set(rows) == findings, (sorted(findings - set(rows)), sorted(set(rows) - findings))
+    for finding, cells in rows.items():
+        assert len(cells) == 8 and all(cells), f"{report} {finding}: {cells}"
+        assert cells[1] in CLASSES, f"{report} {finding}: class {cells[1]!r}; allowed values: {sorted(CLASSES)}"
+        assert cells[4] in {"high", "medium", "low"}, f"{report} {finding}: severity {cells[4]!r}"
+        assert cells[7] == "none found" or "https://github.com/" in cells[7], f"{report} {finding}: {cells[7]!r}"

@@ -48,6 +48,7 @@ class Overlay:
     high_inclusive: bool
     env: str          # overrides the folder
     install: str      # the command that installs it
+    also: tuple[str, ...] = ()   # other target names that run the same library (e.g. its fixed variant)
 
     @property
     def active_env(self) -> str:
@@ -95,9 +96,10 @@ TORCHTITAN = Overlay(target="torchtitan", library="torchtitan 0.3.0", folder="to
 #: VeOmni 0.1.12's METADATA: Requires-Dist: datasets<=2.21.0,>=2.20.0
 VEOMNI = Overlay(target="veomni-builders", library="VeOmni 0.1.12", folder="veomni", marker="datasets",
                  datasets=((2, 20, 0), (2, 21, 0)), high_inclusive=True, env="DYNBSZ_VEOMNI_OVERLAY",
-                 install="bash ci/install.sh --veomni --veomni-datasets")
+                 install="bash ci/install.sh --veomni --veomni-datasets",
+                 also=("properties.veomni_conformance:builders_fixed",))
 #: every target that runs in an overlay, by target name
-OVERLAYS: dict[str, Overlay] = {o.target: o for o in (TORCHTITAN, VEOMNI)}
+OVERLAYS: dict[str, Overlay] = {name: o for o in (TORCHTITAN, VEOMNI) for name in (o.target, *o.also)}
 
 
 def _target_of(args: Any) -> str | None:

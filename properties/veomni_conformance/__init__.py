@@ -28,7 +28,17 @@ workers that must see the patches too); use it from the command line, not inside
 from __future__ import annotations
 
 from .documented import DEVIATIONS, documented, loader_deviation
-from .fixes import ALL_FIXES, FIX_COMPONENTS, FIXES, PINNED, UNFIXED, fixed, fixed_loaders, fixes_applied
+from .fixes import (
+    ALL_FIXES,
+    FIX_COMPONENTS,
+    FIXES,
+    PINNED,
+    UNFIXED,
+    builders_fixed,
+    fixed,
+    fixed_loaders,
+    fixes_applied,
+)
 from .losses import (
     count_main_epochs,
     count_one_token,
@@ -41,7 +51,7 @@ from .losses import (
 from .patches import veomni_modules
 from .studies import attribute, campaign, leave_one_out, matrix, matrix_table, replay_with, table
 
-__all__ = ["ALL_FIXES", "DEVIATIONS", "FIXES", "FIX_COMPONENTS", "PINNED", "UNFIXED", "attribute", "campaign",
+__all__ = ["ALL_FIXES", "DEVIATIONS", "builders_fixed", "FIXES", "FIX_COMPONENTS", "PINNED", "UNFIXED", "attribute", "campaign",
            "count_main_epochs", "count_one_token", "count_overlong", "count_padding", "deviations_report",
            "documented", "fixed", "fixed_loaders", "fixes_applied", "leave_one_out", "lengths_of",
            "loader_deviation", "matrix", "matrix_table", "replay_with", "table", "veomni_modules", "workloads"]

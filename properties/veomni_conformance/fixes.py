@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
+from ..targets import veomni_builders
 from ..targets.base import Target
 from .documented import documented_components
 from .patches import ACTIVE, CONDITIONAL, active, patch_list
@@ -178,3 +179,19 @@ def fixed() -> Target:
         _PERMANENT.append(_activate(ALL_FIXES))
     return Target(name="veomni-fixed", components=documented_components(fixed_loaders()),
                   description="VeOmni 0.1.12 with the report's proposed fixes V1-V13 and V15 patched in (D1-D4 not drawn)")
+
+
+def builders_fixed() -> Target:
+    """``veomni-builders`` (VeOmni's loaders as its own builders build them, held to D1-D4) with every fix in FIXES
+    patched into VeOmni's classes for the rest of this process: a campaign on the real path looks past the known
+    bugs. V6 (``drop_last=False``) is not applied: the builders take ``drop_last`` from the arguments, as
+    BaseTrainer passes them. Runs in VeOmni's overlay (``python -m properties`` re-runs itself there)."""
+    base = veomni_builders.target()
+    name = "veomni-builders-fixed"
+    if base.unavailable:
+        return Target(name=name, description="veomni-builders with fixes", unavailable=base.unavailable)
+    if not _PERMANENT:
+        _PERMANENT.append(_activate(ALL_FIXES))
+    return Target(name=name, components=base.components,
+                  description=base.description + "; with the report's fixes " + ", ".join(f for f in ALL_FIXES if f != "V6")
+                  + " patched into VeOmni's classes (properties.veomni_conformance:builders_fixed)")
