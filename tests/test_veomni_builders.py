@@ -200,3 +200,17 @@ def test_the_report_s_findings_on_the_builders_path_still_hold():
         # there, and the target refuses the example before any worker starts, so this replay is not timing
         row = out[os.path.join(DATA, name)]
         assert row["status"] == "skip" and says in row["message"], (name, row)
+
+
+def test_a_mixture_with_an_empty_source_is_refused_not_reported():
+    # found by the builders_fixed campaign: 12 samples all of one source made an empty second source, which
+    # first_exhausted ends at once (an empty epoch, then B1's crash as shipped): an artifact of the data written
+    from properties.errors import Unsupported
+    from properties.loader_targets import trace_of
+    from properties.scenarios import LoaderScenario
+
+    sc = next(LoaderScenario(num_samples=12, data_seed=s, video_share=0.2) for s in range(1000)
+              if not (trace_of(LoaderScenario(num_samples=12, data_seed=s, video_share=0.2)).source == 1).any())
+    refused = vb._make(sc, form="multisource")
+    with pytest.raises(Unsupported, match="a mixture source with no samples.*source video"):
+        refused.set_epoch(0)

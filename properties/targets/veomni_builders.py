@@ -75,12 +75,12 @@ from typing import Any
 
 import torch
 
-from ..errors import PropertyViolation
+from ..errors import PropertyViolation, Unsupported
 from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario
 from . import overlay as _overlay
 from .base import LoaderComponent, Target
-from .veomni_deviations import documented_loader
+from .veomni_deviations import Refused, documented_loader
 
 VERSION = "0.1.12"
 DATASETS_PIN = "2.21.0"
@@ -361,7 +361,16 @@ MIX_SKIP = {"exactly_once": "a weighted mixture draws sources by weight and stop
             "dp_shards": DP_NOTE, "in_order_skew": NO_SKEW}
 
 
-def _make(sc: LoaderScenario, *, form: str) -> BuiltLoader:
+EMPTY_SOURCE = ("a mixture source with no samples: under first_exhausted (the builder's default) the mixture ends "
+                "before its first sample, as datasets documents that strategy; no VeOmni config names an empty source")
+
+
+def _make(sc: LoaderScenario, *, form: str) -> BuiltLoader | Refused:
+    if form == "multisource":
+        trace = trace_of(sc)
+        empty = [name for k, name in enumerate(trace.source_names) if not (trace.source == k).any()]
+        if empty:
+            return Refused(Unsupported(f"{EMPTY_SOURCE} (source {', '.join(empty)} of {sc.num_samples} samples)"))
     return BuiltLoader(sc, form)
 
 
