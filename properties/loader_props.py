@@ -263,6 +263,10 @@ def check_epoch_reshuffle(make: LoaderFactory, scenario: LoaderScenario, *, ids_
                                     f"{persistent.epoch_ids(epoch)[:12]} vs {fresh.epoch_ids(epoch)[:12]}")
     orders = [tuple(persistent.epoch_ids(e)) for e in range(scenario.epochs)]
     for e in range(1, scenario.epochs):
+        if not orders[e] and not orders[e - 1]:
+            # two empty epochs do not differ, but the cause is that nothing was delivered, not set_epoch
+            raise PropertyViolation(f"epochs: epochs {e - 1} and {e} delivered none of the {scenario.num_samples} "
+                                    "samples, so neither can be reshuffled (every sample dropped, or none read)")
         if orders[e] == orders[e - 1]:
             raise PropertyViolation(f"epochs: epoch {e} replays epoch {e - 1}'s order {list(orders[e])[:12]} "
                                     "(set_epoch did not reach the workers?)")

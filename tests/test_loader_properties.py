@@ -80,6 +80,20 @@ def test_epoch_property_holds_for_an_iterable_with_its_epoch_in_shared_memory():
     L.check_epoch_reshuffle(shared_epoch_loader, sc)
 
 
+def test_epoch_property_names_an_epoch_that_delivered_nothing():
+    # two empty epochs are "the same order", but what a user must hear is that nothing was delivered
+    # (found on VeOmni's worker runtime, whose drop_last drops every worker's only, partial step)
+    from properties.loader_targets import PlainTorchdataLoader
+
+    class DeliversNothing(PlainTorchdataLoader):
+        def __iter__(self):
+            return iter(())
+
+    sc = LoaderScenario(num_samples=12, num_workers=0, epochs=2)
+    with pytest.raises(PropertyViolation, match="epochs 0 and 1 delivered none of the 12 samples"):
+        L.check_epoch_reshuffle(DeliversNothing, sc)
+
+
 def test_epoch_property_fails_on_plain_statefuldataloader():
     # Non-persistent workers draw one extra seed per epoch from the shared generator, so the same
     # seed gives other permutations from epoch 1 on.
