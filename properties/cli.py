@@ -2,7 +2,7 @@
 
     check    --target NAME|MODULE:FACTORY [--profile ci|dev|fuzz] [--json]   every property that applies
              [--property P] [--component C] [--no-shrink]                   (only these; first failure as found)
-    fuzz     --target ... --minutes M [--corpus DIR]                          a long run, saving every failure
+    fuzz     --target ... --minutes M [--corpus DIR] [--component C]          a long run, saving every failure
     replay   FILE [--target NAME] [--runs N]                                  one saved failure (N times)
     (check, fuzz, replay, mutants: --step-timeout S, the wall-time bound of a loader's iter() and next())
     mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
                              f"hang (properties.watchdog; default {default:g}; 0: no wall-time bound, the bound on "
                              "steps per epoch stays)")
 
+    def component_option(sp) -> None:
+        sp.add_argument("--component", action="append", dest="components", metavar="NAME",
+                        help="run only this component of the target (repeatable; e.g. loader:main)")
+
     def trainer_option(sp) -> None:
         sp.add_argument("--trainer", action="append", dest="trainers", metavar="NAME", choices=tuple(trainers.TRAINERS),
                         help="drive loaders as this trainer model only (repeatable; allowed values: "
@@ -75,8 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     search_options(c, "ci")
     c.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0: the same search every time)")
     c.add_argument("--max-examples", type=int, help="override the profile's examples per property")
-    c.add_argument("--component", action="append", dest="components", metavar="NAME",
-                   help="run only this component of the target (repeatable; e.g. loader:main)")
+    component_option(c)
     c.add_argument("--no-shrink", action="store_true",
                    help="report the first failing example as found instead of shrinking it (faster status tables)")
 
@@ -84,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     search_options(f, "fuzz")
     f.add_argument("--minutes", type=float, required=True)
     f.add_argument("--seed", type=int, help="first round's seed (default: a fresh one, printed in the report)")
+    component_option(f)
 
     r = sub.add_parser("replay", help="replay one saved failure; exit 1 if it still fails")
     r.add_argument("file")
@@ -209,13 +213,15 @@ def cmd_fuzz(args) -> int:
     _check_properties(args.properties)
     _check_positive("--minutes", args.minutes)
     target = resolve(args.target)
+    _check_components(target, args.components)
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
     print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}); "
           f"failures go to {_corpus_dir(args)}", file=sys.stderr)
     with trainers.only(args.trainers):
         result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
                       database=_database(args), profile=args.profile,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True), step_timeout_s=_step_timeout(args))
+                      progress=lambda line: print(line, file=sys.stderr, flush=True), step_timeout_s=_step_timeout(args),
+                      components=args.components)
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
     return 1 if result.failed else 0
 

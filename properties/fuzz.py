@@ -54,16 +54,17 @@ class FuzzReport:
 def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | None, only: Iterable[str] | None = None,
          database: str | None = None, profile: str = "fuzz", clock: Callable[[], float] = time.monotonic,
          progress: Callable[[str], None] = lambda line: None,
-         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> FuzzReport:
-    """Round-robin over the (property, component) pairs until ``minutes`` have passed.
-    Round r uses seed ``seed + r``; a run is sized to the time left from the pair's measured rate.
-    ``step_timeout_s``: the wall-time bound on a loader's iter() and next() (``properties.watchdog``)."""
+         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, components: Iterable[str] | None = None) -> FuzzReport:
+    """Round-robin over the (property, component) pairs until ``minutes`` have passed (``only`` and
+    ``components`` narrow them, as ``check``'s do). Round r uses seed ``seed + r``; a run is sized to the time
+    left from the pair's measured rate. ``step_timeout_s``: the wall-time bound on a loader's iter() and next()
+    (``properties.watchdog``)."""
     profiles.register()
     ceiling = settings.get_profile(profile).max_examples
     deadline = clock() + 60.0 * minutes
     report = FuzzReport(target.name, seed, minutes)
     live: list[tuple] = []
-    for prop, component in plan(target, only):
+    for prop, component in plan(target, only, components):
         reason = skip_reason(target, prop, component)
         if reason:
             report.skipped.append(skipped(target, prop, component, reason))

@@ -157,6 +157,16 @@ def test_fuzz_saves_every_failure_and_stops_on_time(capsys, tmp_path):
     assert "fuzzing mutant:margin-on-pool-cap" in err
 
 
+def test_fuzz_runs_only_the_components_asked_for_and_names_a_wrong_one(capsys, tmp_path):
+    code, out, _ = run(capsys, "fuzz", "--target", "dynbsz", "--minutes", "0.02", "--seed", "1", "--property",
+                       "minimum_gate", "--component", "gate:fixed", "--corpus", str(tmp_path), "--database", "none",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 0 and {r["component"] for r in doc["results"] if r["status"] != "skip"} == {"gate:fixed"}
+    code, _, err = run(capsys, "fuzz", "--target", "dynbsz", "--minutes", "0.02", "--component", "gate:fixd")
+    assert code == 2 and "--component 'gate:fixd' is not a component of dynbsz; allowed values:" in err
+
+
 def test_fuzz_rounds_grow_and_respect_the_clock(tmp_path):
     from properties.fuzz import fuzz
     from properties.targets import resolve
