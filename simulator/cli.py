@@ -217,9 +217,12 @@ def _add_study(p: argparse.ArgumentParser, gates_default) -> None:
                    "to the budget, as VeOmni's transforms do)")
     p.add_argument("--overlong", default="emit_alone", help="packer policy for samples over the budget: "
                    "emit_alone, raise or drop")
-    p.add_argument("--plot", metavar="FILE.png", help="also write a PNG plot (needs matplotlib)")
+    p.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_loader(p)
     _add_common(p)
+
+
+PLOT_HELP = "also write a PNG plot to FILE.png (needs matplotlib: bash ci/install.sh --plot)"
 
 
 def _study_config(args, gates):
@@ -819,7 +822,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--lookahead", type=int, default=16, metavar="L",
                    help="balanced order: no sample moves more than L places (default 16)")
     k.add_argument("--no-balanced", action="store_true", help="only in_order=True and False")
-    k.add_argument("--plot", metavar="FILE.png")
+    k.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_loader(k, workers=4, batch=1, in_order=None)
     k.set_defaults(step_time=0.01)
     _add_common(k)
@@ -857,7 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"scored streams per point, and as many advice streams; tokens are the mean over them "
                      f"(default {DEFAULT_STREAMS})")
     pol.add_argument("--jobs", type=int, default=None, help="processes (default: min(2, CPUs))")
-    pol.add_argument("--plot", metavar="FILE.png")
+    pol.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_common(pol)
     pol.set_defaults(func=cmd_policy)
 
