@@ -69,17 +69,23 @@ def _same_failure(path: Path, entry: dict[str, Any]) -> bool:
     return isinstance(old, dict) and all(old.get(k) == entry[k] for k in keys)
 
 
+def path_for(result: Result, corpus_dir: str | Path) -> Path:
+    """Where ``save`` writes this failure: named by its target, property, component and example, so a file
+    that exists there already holds the same failure."""
+    entry = entry_for(result)
+    digest = hashlib.sha256(json.dumps([entry["target"], entry["property"], entry["component"], entry["example"]],
+                                       sort_keys=True).encode()).hexdigest()[:10]
+    return Path(corpus_dir) / f"{_slug(result.property)}-{_slug(result.component)}-{_slug(result.target)}-{digest}.json"
+
+
 def save(result: Result, corpus_dir: str | Path) -> Path:
     """Write the failure to ``corpus_dir`` (created if needed). The name is derived from the content,
     so saving the same failure twice writes one file; a file that already holds the same failure
     (target, property, component, example) is left byte for byte as it is, even if the message,
     seed, blob or Hypothesis version of this run differ."""
     entry = entry_for(result)
-    digest = hashlib.sha256(json.dumps([entry["target"], entry["property"], entry["component"], entry["example"]],
-                                       sort_keys=True).encode()).hexdigest()[:10]
-    directory = Path(corpus_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{_slug(result.property)}-{_slug(result.component)}-{_slug(result.target)}-{digest}.json"
+    path = path_for(result, corpus_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not _same_failure(path, entry):
         path.write_text(dumps(entry))
     return path

@@ -102,8 +102,10 @@ class SuiteCase:
         if result.status == "fail":
             lines = [f"{self.property} [{self.component}] fails on {self.target}: {result.message}"]
             if result.saveable:
-                path = corpus.save(result, self.save_to or corpus.failures_dir())
-                lines.append(f"saved: {path}")
+                where = self.save_to or corpus.failures_dir()
+                known = corpus.path_for(result, where).exists()   # the same failure, saved by an earlier run
+                path = corpus.save(result, where)
+                lines.append(f"{'already in the corpus' if known else 'saved'}: {path}")
                 lines.append(f"replay: {corpus.replay_command(path)}")
             else:
                 lines.append(f"replay: python -m properties check --target {self.target} --property {self.property} "

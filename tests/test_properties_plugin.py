@@ -55,7 +55,12 @@ def test_option_and_marker_targets_run_fail_with_a_replay_command_and_save(tmp_p
     assert "gate_rule [gate:fixed] fails on mutant:gate-strict-count" in out
     saved = list(corpus.glob("gate_rule-gate_fixed-mutant_gate-strict-count-*.json"))
     assert len(saved) == 1 and f"replay: python -m properties replay {saved[0]}" in out
+    assert f"saved: {saved[0]}" in out
     assert "applies to packer components" in out  # packer-only properties are reported as skipped
+    # the same failure again: the file is the corpus's already, and the report says so instead of "saved"
+    again = pytest_in(project, "test_suite.py", "--dynbsz-target", "mutant:gate-strict-count", "--dynbsz-corpus",
+                      str(corpus)).stdout
+    assert f"already in the corpus: {saved[0]}" in again and f"saved: {saved[0]}" not in again
 
 
 def test_bad_target_is_a_one_line_usage_error(tmp_path):
