@@ -15,7 +15,7 @@ import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 #: repro folder (library-version) -> the package its diffs patch
-LIBRARIES = {"veomni-0.1.12": "veomni", "litdata-0.2.76": "litdata"}
+LIBRARIES = {"veomni-0.1.12": "veomni", "litdata-0.2.76": "litdata", "datasets-5.2.0": "datasets"}
 CASES = [(lib, p) for lib in LIBRARIES for p in sorted((DOCS / "repros" / lib).glob("*.py"))]
 
 
