@@ -39,6 +39,7 @@ VERDICT_FILES = (
     "tests/test_torchtitan_target.py",
     "tests/test_veomni_builders.py",
     "tests/test_loader_no_hang.py",      # the no-hang mutants (a silent worker, a stuck rank) and their bounds
+    "tests/test_repros.py",              # the standalone reproducers, on the release and with their diffs
 )
 
 
