@@ -95,6 +95,10 @@ def pass_bound(scenario: Any) -> int:
     return 2 * int(n) + 2
 
 
+#: How soon an alarm deferred out of a finalizer fires again (``_deadline``).
+RETRY_AFTER_FINALIZER_S = 0.05
+
+
 def _alarm_usable() -> bool:
     return (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
             and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0)
@@ -108,6 +112,15 @@ def _deadline(seconds: float | None):
         return
 
     def expire(signum, frame):
+        # An alarm that lands in a finalizer (a torch iterator's __del__ joining its workers, run by the garbage
+        # collector in the middle of the watched call) would raise there, where Python swallows it as an
+        # "Exception ignored" and the expiry is lost: try again just after the finalizer returns.
+        f = frame
+        while f is not None:
+            if f.f_code.co_name == "__del__":
+                signal.setitimer(signal.ITIMER_REAL, RETRY_AFTER_FINALIZER_S)
+                return
+            f = f.f_back
         raise _Expired()
 
     previous = signal.signal(signal.SIGALRM, expire)

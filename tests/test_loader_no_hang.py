@@ -90,6 +90,32 @@ def test_the_wall_bound_interrupts_a_sleeping_next_and_restores_the_previous_han
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
+def test_an_alarm_that_lands_in_a_finalizer_is_deferred_not_lost(monkeypatch):
+    # ci.flips saw it: the garbage collector ran a torch iterator's __del__ (joining its workers) inside a
+    # watched next(); the alarm raised there, Python swallowed it as "Exception ignored", and pytest failed the
+    # test on the unraisable exception while the expiry itself was lost
+    import sys
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    class SlowFinalizer:
+        def __del__(self):
+            time.sleep(0.3)          # still running when the 0.1 s alarm fires
+
+    def hangs():
+        obj = SlowFinalizer()
+        del obj                      # its __del__ runs here, under the alarm
+        time.sleep(5)                # the hang the bound must still catch
+
+    with step_timeout(0.1):
+        w = Watch(LoaderScenario(num_samples=4), "finalizer test")
+    start = time.monotonic()
+    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
+        w.call(hangs, "next()")
+    assert time.monotonic() - start < 2 and not unraisable
+
+
 def test_an_outer_timer_is_left_to_its_owner():
     # a pytest-timeout in signal mode, say: the watch must neither replace nor cancel it
     fired = []
