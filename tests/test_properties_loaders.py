@@ -295,6 +295,10 @@ def test_loader_mutants_stand_in_for_dynbsz_loader_components():
         (component,) = target.components
         assert component.name == m.replaces and component.kind == "loader"
         reference = DYNBSZ.component(m.replaces)
+        if m.in_order_only:   # searched in order only (registry.Mutant.in_order_only), and it says why
+            assert "arrival timing" in component.knob_notes["in_order"]
+            reference = replace(reference, in_order=(True,),
+                                knob_notes={**reference.knob_notes, "in_order": component.knob_notes["in_order"]})
         # same knobs and promises as the component it replaces: only the loader differs
         assert replace(component, make_loader=reference.make_loader) == reference
 
