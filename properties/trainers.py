@@ -57,7 +57,9 @@ def _preempted(kills: list[int], step: int) -> bool:
 def _watch(trainer: str, scenario: LoaderScenario, kills: list[int], max_steps: int | None = None) -> Watch:
     """The no-hang bounds (``properties.watchdog``) for one trainer's run (``max_steps``: the trainer's own)."""
     rank = f", rank {scenario.dp_rank} of {scenario.dp_size}" if scenario.dp_size > 1 else ""
-    return Watch(scenario, f"trainer {trainer}, preempted after global steps {list(kills)}{rank}", max_steps=max_steps)
+    # "under trainer 'NAME'" as every other failure under a trainer says it: the verdict reads the trainer from it
+    return Watch(scenario, f"under trainer {trainer!r}, preempted after global steps {list(kills)}{rank}",
+                 max_steps=max_steps)
 
 
 def _survivors(trained: list[Trained], step: int) -> list[Trained]:
