@@ -97,6 +97,9 @@ def pass_bound(scenario: Any) -> int:
 
 #: How soon an alarm deferred out of a finalizer fires again (``_deadline``).
 RETRY_AFTER_FINALIZER_S = 0.05
+#: Functions Python calls where an exception is printed and dropped, seen under the alarm by ci.flips: object
+#: finalizers, and the lock hooks logging registers with os.register_at_fork (run around every worker's fork).
+SWALLOWING_CALLBACKS = frozenset({"__del__", "_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks"})
 
 
 def _alarm_usable() -> bool:
@@ -112,12 +115,12 @@ def _deadline(seconds: float | None):
         return
 
     def expire(signum, frame):
-        # An alarm that lands in a finalizer (a torch iterator's __del__ joining its workers, run by the garbage
-        # collector in the middle of the watched call) would raise there, where Python swallows it as an
-        # "Exception ignored" and the expiry is lost: try again just after the finalizer returns.
+        # An alarm that lands in a callback whose exceptions Python swallows as "Exception ignored" (a torch
+        # iterator's __del__ run by the garbage collector inside the watched call, logging's at-fork lock hooks
+        # run by os.fork() as a worker starts) would be lost there: try again just after the callback returns.
         f = frame
         while f is not None:
-            if f.f_code.co_name == "__del__":
+            if f.f_code.co_name in SWALLOWING_CALLBACKS:
                 signal.setitimer(signal.ITIMER_REAL, RETRY_AFTER_FINALIZER_S)
                 return
             f = f.f_back

@@ -116,6 +116,26 @@ def test_an_alarm_that_lands_in_a_finalizer_is_deferred_not_lost(monkeypatch):
     assert time.monotonic() - start < 2 and not unraisable
 
 
+def test_an_alarm_that_lands_in_a_fork_hook_is_deferred_too():
+    # ci.flips again: "Exception ignored in: <function _releaseLock>", logging's at-fork hook, run by os.fork()
+    # as a DataLoader worker started inside a watched iter(); a hook of that name must finish undisturbed
+    finished = []
+
+    def _releaseLock():              # the name is what the watchdog recognises
+        time.sleep(0.3)              # still running when the 0.1 s alarm fires
+        finished.append(True)
+
+    def hangs():
+        _releaseLock()
+        time.sleep(5)
+
+    with step_timeout(0.1):
+        w = Watch(LoaderScenario(num_samples=4), "fork hook test")
+    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
+        w.call(hangs, "iter()")
+    assert finished == [True]
+
+
 def test_an_outer_timer_is_left_to_its_owner():
     # a pytest-timeout in signal mode, say: the watch must neither replace nor cancel it
     fired = []
