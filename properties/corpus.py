@@ -72,10 +72,14 @@ def _same_failure(path: Path, entry: dict[str, Any]) -> bool:
 def path_for(result: Result, corpus_dir: str | Path) -> Path:
     """Where ``save`` writes this failure: named by its target, property, component and example, so a file
     that exists there already holds the same failure."""
-    entry = entry_for(result)
+    return _path_of(entry_for(result), corpus_dir)
+
+
+def _path_of(entry: dict[str, Any], corpus_dir: str | Path) -> Path:
     digest = hashlib.sha256(json.dumps([entry["target"], entry["property"], entry["component"], entry["example"]],
                                        sort_keys=True).encode()).hexdigest()[:10]
-    return Path(corpus_dir) / f"{_slug(result.property)}-{_slug(result.component)}-{_slug(result.target)}-{digest}.json"
+    return Path(corpus_dir) / (f"{_slug(entry['property'])}-{_slug(entry['component'])}-{_slug(entry['target'])}"
+                               f"-{digest}.json")
 
 
 def save(result: Result, corpus_dir: str | Path) -> Path:
@@ -84,7 +88,7 @@ def save(result: Result, corpus_dir: str | Path) -> Path:
     (target, property, component, example) is left byte for byte as it is, even if the message,
     seed, blob or Hypothesis version of this run differ."""
     entry = entry_for(result)
-    path = path_for(result, corpus_dir)
+    path = _path_of(entry, corpus_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not _same_failure(path, entry):
         path.write_text(dumps(entry))

@@ -235,5 +235,5 @@ def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> Non
         for epoch in range(sc.epochs):
             ids = t.epoch_ids(epoch)
             S.check_epoch(ids, expected if expected is not None else set(ids), epoch=epoch, loss=loss,
-                          loss_reason=reason, where=f"under trainer {trainer!r}, uninterrupted",
+                          loss_reason=reason, where=f"{T.under_trainer(trainer)}, uninterrupted",
                           partial=sc.break_after is not None)

@@ -54,11 +54,17 @@ def _preempted(kills: list[int], step: int) -> bool:
     return False
 
 
+def under_trainer(name: str) -> str:
+    """How every failure and refusal under a trainer model names it; ``properties.verdicts`` reads the trainer back
+    from exactly this phrase, so a message phrased otherwise would be credited to no trainer."""
+    return f"under trainer {name!r}"
+
+
 def _watch(trainer: str, scenario: LoaderScenario, kills: list[int], max_steps: int | None = None) -> Watch:
     """The no-hang bounds (``properties.watchdog``) for one trainer's run (``max_steps``: the trainer's own)."""
     rank = f", rank {scenario.dp_rank} of {scenario.dp_size}" if scenario.dp_size > 1 else ""
     # "under trainer 'NAME'" as every other failure under a trainer says it: the verdict reads the trainer from it
-    return Watch(scenario, f"under trainer {trainer!r}, preempted after global steps {list(kills)}{rank}",
+    return Watch(scenario, f"{under_trainer(trainer)}, preempted after global steps {list(kills)}{rank}",
                  max_steps=max_steps)
 
 
@@ -583,7 +589,7 @@ def _run_naming_trainer(trainer: TrainerModel, make, scenario: LoaderScenario, p
         raise
     except Exception as e:  # noqa: BLE001 - whatever the library raised under this trainer
         where = f"preempted after global steps {sorted(preempt_after)}" if preempt_after else "uninterrupted"
-        raise PropertyViolation(f"under trainer {trainer.name!r}, {where}: the loader raised "
+        raise PropertyViolation(f"{under_trainer(trainer.name)}, {where}: the loader raised "
                                 f"{type(e).__name__}: {' '.join(str(e).split())}") from e
 
 
@@ -601,22 +607,22 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
     restore_events(plain, [(k, plain.steps[k - 1][0]) for k in preempt_after if 0 < k <= len(plain.steps)])
     resumed = _run_naming_trainer(trainer, make, scenario, tuple(preempt_after), **kw)
     if resumed.trainer_faults:
-        raise Unsupported(f"under trainer {trainer.name!r} the trainer itself mis-resumes here, with any loader: "
+        raise Unsupported(f"{under_trainer(trainer.name)} the trainer itself mis-resumes here, with any loader: "
                           f"{resumed.trainer_faults[0]}")
     if lossy:
         why = judge(plain, resumed, in_order=False, lossy=True, allowed=allowed)
         if why:
-            raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
+            raise PropertyViolation(f"{under_trainer(trainer.name)}, preempted after global steps "
                                     f"{sorted(preempt_after)}: {why} (a resume may lose samples here, as documented, "
                                     "but deliver none twice)")
         return
     if resumed.order_lost and not fixed_epochs:
-        raise Unsupported(f"under trainer {trainer.name!r} the trainer gives up the order here "
+        raise Unsupported(f"{under_trainer(trainer.name)} the trainer gives up the order here "
                           f"({resumed.order_lost}), and which samples this loader's epoch holds depends on it")
     in_order = scenario.in_order if ordered is None else ordered
     why = judge(plain, resumed, in_order=in_order and not resumed.order_lost)
     if why:
-        raise PropertyViolation(f"under trainer {trainer.name!r}, preempted after global steps "
+        raise PropertyViolation(f"{under_trainer(trainer.name)}, preempted after global steps "
                                 f"{sorted(preempt_after)}: {why}"
                                 + (f" (judged per epoch, not step for step: {resumed.order_lost})"
                                    if in_order and resumed.order_lost else ""))
@@ -624,4 +630,4 @@ def check_under(trainer: TrainerModel, make, scenario: LoaderScenario, preempt_a
 
 __all__ = ["ADVERSARIAL", "LIGHTNING", "LIGHTNING_STEPS", "TORCHDATA", "TORCHTITAN", "adversarial_skip", "no_real_trainer",
            "real_trainers", "TRAINERS", "TrainerModel", "VEOMNI", "check_under", "get", "judge",
-           "needs_epoch_bound", "only", "selected"]
+           "needs_epoch_bound", "only", "selected", "under_trainer"]

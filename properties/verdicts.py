@@ -32,7 +32,7 @@ from .scenarios import decode_loader_scenario
 from .stream_scenarios import decode_stream_scenario
 from .targets.base import LoaderComponent, Target
 from .targets.stream import StreamComponent
-from .trainers import TRAINERS
+from .trainers import TRAINERS, under_trainer
 
 CLASSES = ("bug", "contract gap", "latent", "deviation")
 #: the properties that run the adversarial schedule on a LoaderScenario, and so can be re-run under trainers
@@ -139,7 +139,7 @@ def classify(target: Target, result: Result) -> Result:
     if result.property == "loader_stateful":
         return replace(result, verdict="contract gap", trainers=("adversarial",))
     if result.property in ("trainer_resume", "stream_trainer_resume", "stream_trainer_epochs"):
-        trainers = tuple(t for t in TRAINERS if f"under trainer {t!r}" in result.message)
+        trainers = tuple(t for t in TRAINERS if under_trainer(t) in result.message)
         return replace(result, verdict="bug", trainers=trainers)
     if (result.property == "stream_mixture" and isinstance(component, StreamComponent)
             and result.minimal_example is not None):

@@ -153,11 +153,12 @@ from properties.runner import replay_example
 from properties.suite import get
 from properties.targets import resolve
 from properties.veomni_conformance.fixes import ALL_FIXES, fixes_applied
-paths, attributed = sys.argv[1:-1], json.loads(sys.argv[-1])
+paths, how = sys.argv[1:-1], json.loads(sys.argv[-1])
+attributed, refused_files = how["attributed"], how["refused"]
 out = {}
 for path in paths:
     entry = corpus.load(path)
-    refused = path.rsplit("/", 1)[-1] in attributed.get("__refused__", [])
+    refused = path.rsplit("/", 1)[-1] in refused_files
     r = verdicts.classify(resolve(entry["target"]), corpus.replay(entry) if refused
                           else corpus.replay_until(entry, "fail", tries=10))
     out[path] = {"status": r.status, "class": r.verdict, "trainers": list(r.trainers), "message": r.message,
@@ -179,8 +180,8 @@ print(json.dumps(out))
 
 def test_the_report_s_findings_on_the_builders_path_still_hold():
     files = [os.path.join(DATA, f) for f in (*PINS, *REFUSED)]
-    attributed = {**ATTRIBUTED, "__refused__": list(REFUSED)}
-    proc = subprocess.run([sys.executable, "-c", REPLAY, *files, json.dumps(attributed)], cwd=ROOT, env=_env(),
+    how = {"attributed": ATTRIBUTED, "refused": list(REFUSED)}
+    proc = subprocess.run([sys.executable, "-c", REPLAY, *files, json.dumps(how)], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
