@@ -4,6 +4,7 @@
              [--property P] [--component C] [--no-shrink]                   (only these; first failure as found)
     fuzz     --target ... --minutes M [--corpus DIR] [--component C]          a long run, saving every failure
     replay   FILE [--target NAME] [--runs N]                                  one saved failure (N times)
+    repro    FILE [--trainer NAME] [--out repro.py]                           that failure as a standalone script
     (check, fuzz, replay, mutants: --step-timeout S, the wall-time bound of a loader's iter() and next())
     mutants  [--json] [--profile ...] [--mutant NAME]                         the mutation report
     list                                                                      targets, properties, mutants
@@ -27,7 +28,7 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
-from . import corpus, mutants, mutation, profiles, report, suite, trainers, verdicts
+from . import corpus, mutants, mutation, profiles, report, repro, suite, trainers, verdicts
 from .runner import Result, RunSettings, run_target
 from .targets import BUILTIN, MUTANT_PREFIX, TargetError, names, resolve
 from .targets.overlay import rerun_in_overlay
@@ -98,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     trainer_option(r)
     timeout_option(r, DEFAULT_STEP_TIMEOUT_S)
+
+    w = sub.add_parser("repro", help="write a saved failure as a standalone script that imports only the library "
+                                     "under test (exit 1 while the bug is present, 0 once fixed)")
+    w.add_argument("file")
+    w.add_argument("--trainer", choices=repro.TRAINERS, default=None,
+                   help="the trainer model whose loop the script inlines (default: adversarial, the schedule the "
+                        "example was drawn for)")
+    w.add_argument("--out", default=None, metavar="PATH", help="write the script here (default: print it)")
 
     m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
     m.add_argument("--profile", choices=profiles.PROFILES, default="ci")
@@ -253,7 +262,23 @@ def cmd_replay(args) -> int:
             print(f"reproduced in {failed} of {args.runs} runs{varied}")
         elif timing:
             print("two or more workers: the outcome can depend on timing; --runs N says how often it reproduces")
+        if failed and repro.supports(entry):
+            print(f"as a standalone script: {repro.command(args.file)}")
     return 1 if failed else 0
+
+
+def cmd_repro(args) -> int:
+    try:
+        script = repro.write_file(args.file, trainer=args.trainer)
+    except (repro.ReproError, TargetError) as e:
+        raise UsageError(str(e)) from None
+    if args.out is None:
+        sys.stdout.write(script)
+    else:
+        with open(args.out, "w") as f:
+            f.write(script)
+        print(f"wrote {args.out}: python {shlex.quote(args.out)} exits 1 while the bug is present", file=sys.stderr)
+    return 0
 
 
 def cmd_mutants(args) -> int:
@@ -288,7 +313,8 @@ def cmd_list(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "mutants": cmd_mutants, "list": cmd_list}
+COMMANDS = {"check": cmd_check, "fuzz": cmd_fuzz, "replay": cmd_replay, "repro": cmd_repro, "mutants": cmd_mutants,
+            "list": cmd_list}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+STREAMS = DOCS.parent / "tests" / "regressions" / "streams"
+#: how a script written by ``python -m properties repro`` names the corpus file it was written from
+WRITTEN = re.compile(r"Written by `python -m properties repro` from (\S+\.json)")
 #: repro folder (library-version) -> the package its diffs patch
 LIBRARIES = {"veomni-0.1.12": "veomni", "litdata-0.2.76": "litdata", "datasets-5.2.0": "datasets"}
 CASES = [(lib, p) for lib in LIBRARIES for p in sorted((DOCS / "repros" / lib).glob("*.py"))]
@@ -35,6 +39,20 @@ def test_every_repro_has_its_diff_and_imports_nothing_of_this_project():
         assert len(text.splitlines()) <= 60, f"{script.name} is over 60 lines"
         for own in ("dynbsz", "properties", "simulator"):
             assert f"import {own}" not in text and f"from {own}" not in text, f"{script.name} imports {own}"
+
+
+def test_written_repros_are_what_the_generator_writes_now():
+    from properties import corpus, repro
+
+    written = [(lib, s) for lib, s in CASES if WRITTEN.search(" ".join(s.read_text().split()))]
+    assert {s.stem for _, s in written} >= {"H1", "H3"}
+    for lib, script in written:
+        if importlib.util.find_spec(LIBRARIES[lib]) is None:
+            continue
+        name = WRITTEN.search(" ".join(script.read_text().split())).group(1)
+        path = STREAMS / name
+        assert repro.write(corpus.load(path), path=str(path)) == script.read_text(), \
+            f"{script} is stale: python -m properties repro {path.relative_to(DOCS.parent)} --out {script.relative_to(DOCS.parent)}"
 
 
 @pytest.mark.parametrize("lib,script", CASES, ids=[f"{lib}/{p.stem}" for lib, p in CASES])

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
-from .stream import StreamComponent
+from .stream import ReproSetup, StreamComponent
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,9 +68,8 @@ def _source(sc: StreamScenario, k: int):
     from ..stream_scenarios import sample_id
 
     v = lib()
-    n = sc.sources[k]
-    ds = v.Dataset.from_dict({"id": [sample_id(k, i) for i in range(n)]})
-    return ds.to_iterable_dataset(num_shards=max(1, min(n, math.ceil(n / sc.chunk_size))))
+    ds = v.Dataset.from_dict({"id": [sample_id(k, i) for i in range(sc.sources[k])]})
+    return ds.to_iterable_dataset(num_shards=_source_shards(sc, k))
 
 
 def build_dataset(sc: StreamScenario):
@@ -110,6 +109,39 @@ class HFLoader(DelegatingLoader):
 
 def make_loader(sc: StreamScenario) -> HFLoader:
     return HFLoader(sc)
+
+
+def _source_shards(sc: StreamScenario, k: int) -> int:
+    n = sc.sources[k]
+    return max(1, min(n, math.ceil(n / sc.chunk_size)))
+
+
+def repro_setup(sc: StreamScenario) -> ReproSetup:
+    """``build_dataset`` and ``HFLoader`` as standalone code, the scenario's values as literals."""
+    imports = ["from datasets import Dataset" + (", interleave_datasets" if sc.mix != "single" else "")]
+    if sc.dp_size > 1:
+        imports.append("from datasets.distributed import split_dataset_by_node")
+    imports.append("from torchdata.stateful_dataloader import StatefulDataLoader")
+    shards = [_source_shards(sc, k) for k in range(len(sc.sources))]
+    if sc.mix == "single":
+        code = ["", "def make():", f"    ds = Dataset.from_dict({{'id': list(range({sc.sources[0]}))}})"
+                f".to_iterable_dataset(num_shards={shards[0]})  # ceil(size / {sc.chunk_size}) shards"]
+    else:
+        code = [f"SOURCES = {list(sc.sources)}  # source k's sample i is {{'id': 1000 * k + i}}",
+                f"SHARDS = {shards}  # ceil(size / {sc.chunk_size}) shards each", "", "def make():",
+                "    parts = [Dataset.from_dict({'id': [1000 * k + i for i in range(n)]}).to_iterable_dataset(num_shards=s)",
+                "             for k, (n, s) in enumerate(zip(SOURCES, SHARDS))]"]
+        probs = None if sc.weights is None else [w / sum(sc.weights) for w in sc.weights]
+        code += [f"    ds = interleave_datasets(parts, probabilities={probs}, seed={sc.seed})"]
+    if sc.shuffle:
+        code += [f"    ds = ds.shuffle(seed={sc.seed}, buffer_size={sc.shuffle_buffer})"]
+    if sc.dp_size > 1:
+        code += [f"    ds = split_dataset_by_node(ds, rank={sc.dp_rank}, world_size={sc.dp_size})"]
+    persistent = sc.persistent_workers and sc.num_workers > 0
+    code += [f"    return StatefulDataLoader(ds, batch_size={sc.batch_size}, num_workers={sc.num_workers}, "
+             f"persistent_workers={persistent}, drop_last={sc.drop_last})"]
+    return ReproSetup(f"datasets {lib().version}", (), tuple(imports), "\n".join(code), "tuple(batch['id'].tolist())",
+                      epoch_hook="loader.dataset.set_epoch(epoch)")
 
 
 BUFFER = ("IterableDataset.state_dict: 'Resuming returns exactly where the checkpoint was saved except in two "
@@ -172,7 +204,7 @@ def component() -> StreamComponent:
                            mixes=("single", "combined"), resume_promise=resume_promise, epoch_loss=epoch_loss,
                            reshuffles=reshuffles,
                            dp_loss=dp_loss, mixture_weights=mixture_weights,
-                           knob_notes={"mix": "datasets has no parallel (zip) mixture"})
+                           knob_notes={"mix": "datasets has no parallel (zip) mixture"}, repro_setup=repro_setup)
 
 
 def target():

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
-from .stream import StreamComponent
+from .stream import ReproSetup, StreamComponent
 
 MISSING = "litdata 0.2.76 is not importable (install the extra: bash ci/install.sh --litdata)"
 
@@ -125,6 +125,42 @@ def make_loader(sc: StreamScenario) -> LitdataLoader:
     return LitdataLoader(sc)
 
 
+def repro_setup(sc: StreamScenario) -> ReproSetup:
+    """``LitdataLoader`` and ``source_dir`` as standalone code, the scenario's values as literals."""
+    mixture = {"single": "", "combined": "CombinedStreamingDataset, ", "parallel": "ParallelStreamingDataset, "}[sc.mix]
+    imports = (f"from litdata import {mixture}StreamingDataLoader, StreamingDataset",
+               "from litdata.streaming.writer import BinaryWriter")
+    drop_last = sc.drop_last if sc.dp_size == 1 else True   # litdata forces it in a distributed setting
+    code = [f"SOURCES = {list(sc.sources)}  # source k's sample i is {{'id': 1000 * k + i}}",
+            "ROOT = tempfile.mkdtemp()", "for k, n in enumerate(SOURCES):",
+            f"    w = BinaryWriter(os.path.join(ROOT, str(k)), chunk_size={sc.chunk_size})",
+            "    for i in range(n):", "        w.add_item(i, {'id': 1000 * k + i})", "    w.done()", "    w.merge()"]
+    if sc.dp_size > 1:
+        code += [f"os.environ.update(WORLD_SIZE='{sc.dp_size}', GLOBAL_RANK='{sc.dp_rank}')  # how litdata reads DP "
+                 "ranks without a process group"]
+    part = f"StreamingDataset(os.path.join(ROOT, {{}}), shuffle={sc.shuffle}, seed={sc.seed}, drop_last={drop_last})"
+    code += ["", "def make():"]
+    if sc.mix == "single":
+        code += ["    ds = " + part.format("'0'")]
+    else:
+        code += ["    parts = [" + part.format("str(k)") + " for k in range(len(SOURCES))]"]
+    if sc.mix == "combined":
+        weights = list(sc.weights) if sc.weights else None
+        code += [f"    ds = CombinedStreamingDataset(parts, seed={sc.seed}, weights={weights}, "
+                 f"iterate_over_all={sc.weights is None})"]
+    elif sc.mix == "parallel":
+        code += [f"    ds = ParallelStreamingDataset(parts, length={sc.cycle_length}, seed={sc.seed})"]
+    persistent = sc.persistent_workers and sc.num_workers > 0
+    code += [f"    return StreamingDataLoader(ds, batch_size={sc.batch_size}, num_workers={sc.num_workers}, "
+             f"persistent_workers={persistent}, drop_last={sc.drop_last})"]
+    if sc.mix == "parallel":
+        ids = "tuple(int(x) for part in batch for x in part['id'].tolist())"   # one {'id': tensor} per source
+    else:
+        ids = "tuple(batch['id'].tolist())"
+    # no epoch hook: StreamingDataLoader counts epochs itself
+    return ReproSetup(f"litdata {lib().version}", ("os", "tempfile"), imports, "\n".join(code), ids)
+
+
 # ---- what litdata promises ------------------------------------------------------------------
 
 DROP_LAST = ("StreamingDataset(drop_last=True) 'drops the last items to ensure that all processes/workers return "
@@ -162,7 +198,7 @@ def component() -> StreamComponent:
     # adversarial schedule too. Its README's resume loop (load_state_dict, then iterate) has no epochs.
     return StreamComponent(name="stream:litdata", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
                            mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss,
-                           trainers=("lightning", "lightning-steps", "adversarial"))
+                           trainers=("lightning", "lightning-steps", "adversarial"), repro_setup=repro_setup)
 
 
 def target():

@@ -47,6 +47,21 @@ def _reshuffles(sc: Any) -> Promise:
     return bool(sc.shuffle), "" if sc.shuffle else "shuffle=False keeps one order"
 
 
+@dataclass(frozen=True)
+class ReproSetup:
+    """A stream loader as standalone code (``properties.repro``), the scenario's values as literals: ``code``
+    defines ``make()`` (a fresh loader); ``ids`` is the expression of a ``batch``'s sample ids (a flat tuple of
+    ints); ``epoch_hook`` is the statement a trainer runs on ``loader`` before each epoch's ``iter()`` (None: the
+    loader counts epochs itself)."""
+
+    library: str                      # "litdata 0.2.76"
+    stdlib: tuple[str, ...]           # standard-library modules the code imports
+    imports: tuple[str, ...]          # the library's import lines
+    code: str
+    ids: str
+    epoch_hook: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class StreamComponent(Component):
     kind: str = "stream"
@@ -71,6 +86,9 @@ class StreamComponent(Component):
     #: a trainer that runs a step budget rather than epochs (torchtitan's training.steps): its budget for a
     #: scenario; None: until the loader runs out
     training_steps: Callable[[Any], int | None] | None = None
+    #: the loader as standalone code for ``properties.repro``: ``repro_setup(sc)`` -> ``ReproSetup``; None: this
+    #: component writes no standalone script
+    repro_setup: Callable[[Any], "ReproSetup"] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

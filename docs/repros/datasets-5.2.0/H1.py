@@ -1,37 +1,58 @@
-"""datasets 5.2.0, H1: resuming a shuffled, sharded IterableDataset with DataLoader workers raises IndexError.
+"""datasets 5.2.0, H1: stream_resume fails: stream_resume: the target raised IndexError: Caught IndexError in
+DataLoader worker process 0.
 
-In a worker, `IterableDataset._iter_pytorch` first calls `_prepare_ex_iterable_for_iteration()`, which loads the
-saved state into the whole dataset's pipeline (datasets/iterable_dataset.py:3025-3032), and only then splits the
-shards by worker and loads the state again into the worker's share (2909-2928). The saved state is the worker's
-share: with shuffle() the pipeline interleaves its shards, its state is a list per shard, and the whole dataset
-has more shards than the worker, so loading walks past the saved list. A job resumes only by crashing.
-Imports datasets, torchdata and torch only. Exits 1 while the bug is present, 0 once the resume continues.
+The fix proposed: a DataLoader worker loads its saved state only into its own share of the shards, not first into
+the whole dataset's pipeline (whose per-shard lists are longer than the state's).
+
+Written by `python -m properties repro` from stream_resume-stream_hf-iterable-hf-iterable-5d02ff2ef0.json (the
+harness's adversarial schedule); exits 1 while the bug is present, 0 once it is fixed. Two or more workers: whether
+it fails can depend on timing (which batches are in flight at a checkpoint); run it a few times.
 """
 
+import pickle
 import sys
 
 from datasets import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+EPOCHS = 2
 
-def loader():
-    data = Dataset.from_dict({"id": list(range(8))}).to_iterable_dataset(num_shards=4)
-    # buffer_size=1: the shuffle buffer holds nothing a resume could lose
-    return StatefulDataLoader(data.shuffle(seed=0, buffer_size=1), batch_size=1, num_workers=2)
+def make():
+    ds = Dataset.from_dict({'id': list(range(4))}).to_iterable_dataset(num_shards=4)  # ceil(size / 1) shards
+    ds = ds.shuffle(seed=0, buffer_size=1)
+    return StatefulDataLoader(ds, batch_size=1, num_workers=2, persistent_workers=False, drop_last=False)
 
+def close(loader):  # a restarted job's old workers are gone before the new loader starts its own
+    getattr(loader._iterator, '_shutdown_workers', lambda: None)()
+    loader._iterator = None
 
-if __name__ == "__main__":   # the workers re-import this file under spawn
-    first = loader()
-    it = iter(first)
-    trained = [next(it)["id"].item() for _ in range(3)]
-    state = first.state_dict()                               # the checkpoint after three batches
-    del it, first
-    resumed = loader()
-    resumed.load_state_dict(state)
-    try:
-        trained += [batch["id"].item() for batch in resumed]
-    except Exception as e:  # the worker's exception, re-raised in the main process
-        print(f"after {trained}: the resumed loader raised {type(e).__name__}: {str(e).splitlines()[0]}")
-        sys.exit(1)
-    print(f"trained {trained}")
-    sys.exit(0 if sorted(trained) == list(range(8)) else 1)
+def run(points):
+    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""
+    loader, steps = make(), []
+    def restore(loader):
+        state = pickle.loads(pickle.dumps(loader.state_dict()))
+        close(loader)
+        fresh = make()
+        fresh.load_state_dict(state)
+        return fresh
+    for epoch in range(EPOCHS):
+        loader.dataset.set_epoch(epoch)
+        it = iter(loader)
+        while (batch := next(it, None)) is not None:
+            steps.append((epoch, tuple(batch['id'].tolist())))
+            for _ in range(points.count(len(steps))):
+                loader = restore(loader)
+                loader.dataset.set_epoch(epoch)
+                it = iter(loader)
+    return steps
+
+uninterrupted = run([])
+# checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
+epochs = sorted({e for e, _ in uninterrupted})
+ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in epochs[:-1]]
+resumed = run(sorted(set([1]) | {n + d for n in ends for d in (0, 1)}))
+print(f'uninterrupted: {uninterrupted}\nresumed:       {resumed}')
+k = next((k for k, (a, b) in enumerate(zip(uninterrupted, resumed)) if a != b), min(map(len, (uninterrupted, resumed))))
+if uninterrupted != resumed:  # batch for batch
+    print(f'first difference: batch {k}: uninterrupted {uninterrupted[k:k + 1]} vs resumed {resumed[k:k + 1]}')
+sys.exit(0 if uninterrupted == resumed else 1)

@@ -1,33 +1,52 @@
-"""datasets 5.2.0, H3: a checkpoint written right after a resume restarts the stream.
+"""datasets 5.2.0, H3: stream_exactly_once fails: exactly-once: epoch 0 delivered [0] more than once (checkpoints after
+batches [1, 1])
 
-`IterableDataset.load_state_dict` only keeps the state for the next iteration (`_starting_state_dict`,
-datasets/iterable_dataset.py:2848), and `state_dict()` returns the pipeline's own state (2798): in a restarted job
-that has not read an example yet, the start of the stream. So a state saved after a restore and before the next
-example (a job that checkpoints on resume, or one restarted twice in a row) says "the beginning", and the next
-restart replays the stream, although load_state_dict promises "The iteration will restart at the next example
-from when the state was saved". Imports datasets only. Exits 1 while the bug is present, 0 once fixed.
+The fix proposed: IterableDataset.state_dict() after load_state_dict() and before iterating returns the loaded
+state.
+
+Written by `python -m properties repro` from stream_exactly_once-stream_hf-iterable-hf-iterable-c6521f9d9e.json (the
+harness's adversarial schedule); exits 1 while the bug is present, 0 once it is fixed.
 """
 
+import pickle
 import sys
 
 from datasets import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
+EPOCHS = 2
 
-def job():   # each restart is a new process: a new dataset object
-    return Dataset.from_dict({"a": range(6)}).to_iterable_dataset(num_shards=3)
+def make():
+    ds = Dataset.from_dict({'id': list(range(4))}).to_iterable_dataset(num_shards=4)  # ceil(size / 1) shards
+    return StatefulDataLoader(ds, batch_size=1, num_workers=0, persistent_workers=False, drop_last=False)
 
+def run(points):
+    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""
+    loader, steps = make(), []
+    def restore(loader):
+        state = pickle.loads(pickle.dumps(loader.state_dict()))
+        fresh = make()
+        fresh.load_state_dict(state)
+        return fresh
+    for epoch in range(EPOCHS):
+        loader.dataset.set_epoch(epoch)
+        it = iter(loader)
+        while (batch := next(it, None)) is not None:
+            steps.append((epoch, tuple(batch['id'].tolist())))
+            for _ in range(points.count(len(steps))):
+                loader = restore(loader)
+                loader.dataset.set_epoch(epoch)
+                it = iter(loader)
+    return steps
 
-first, seen = job(), []
-for example in first:
-    seen.append(example["a"])
-    if len(seen) == 3:
-        state = first.state_dict()            # checkpoint after three examples, then the job dies
-        break
-second = job()
-second.load_state_dict(state)                 # restart from the checkpoint ...
-again = second.state_dict()                   # ... and checkpoint at once, before the next example; it dies again
-third = job()
-third.load_state_dict(again)                  # the second restart
-rest = [example["a"] for example in third]
-print(f"before the checkpoint {seen}; after two restarts {rest}")
-sys.exit(0 if rest == [3, 4, 5] else 1)
+uninterrupted = run([])
+resumed = run([1, 1])
+ALL = {1000 * k + i for k, n in enumerate([4]) for i in range(n)}  # each epoch, once each
+LOSS = 0
+print(f'uninterrupted: {uninterrupted}\nresumed:       {resumed}')
+for e in range(EPOCHS):
+    got = [sid for ee, batch in resumed if ee == e for sid in batch]
+    twice, foreign, lost = {s for s in got if got.count(s) > 1}, set(got) - ALL, ALL - set(got)
+    if twice or foreign or len(lost) > LOSS:
+        print(f'epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, left out {sorted(lost)}')
+        sys.exit(1)

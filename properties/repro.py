@@ -1,0 +1,221 @@
+"""``python -m properties repro FILE.json``: a saved failure as a standalone script a maintainer runs.
+
+The script imports only the library under test (with torch and torchdata where its loader needs them)
+and the standard library, never this project. It inlines three things as plain code:
+
+* the example's data and loader, written by the component's ``repro_setup`` (each adapter renders the
+  construction it performs, with the scenario's values as literals: ``make()``, ``set_epoch``, ``ids``);
+* the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
+  (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
+  only the parts the example uses;
+* the property's judgement: step for step, once per epoch, or exactly once with the documented loss.
+
+It prints what the uninterrupted and the resumed runs delivered and the first difference, and exits 1
+while the bug is present, 0 once it is fixed. ``tests/test_repro_generated.py`` holds every generated
+script to the harness: the batches it prints are the harness's own runs of the same example.
+
+Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume`` and
+``stream_exactly_once`` under the adversarial schedule; anything else is refused with what is
+supported (the hand-written scripts under ``docs/repros/`` cover the rest of what is committed).
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from . import corpus
+from .stream_fixes import HF_FIXES, LITDATA_FIXES
+from .stream_scenarios import StreamScenario, decode_stream_scenario
+from .targets import resolve
+
+#: the properties a script can be written for, and the judgement each inlines
+PROPERTIES = ("stream_resume", "stream_exactly_once")
+TRAINERS = ("adversarial",)
+
+
+class ReproError(ValueError):
+    """An entry this generator cannot write a script for; the message names what it supports."""
+
+
+def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
+    """``run_schedule``'s loop over a stream scenario, with only the branches the example uses."""
+    on_resume = sc.checkpoint_on_resume
+    copy = "pickle.loads(pickle.dumps({}))"  # the state as a checkpoint file carries it
+    hook = [f"        {epoch_hook}"] if epoch_hook else []
+    lines = []
+    if sc.num_workers:
+        # as loader_targets.shutdown_workers: a restarted job's workers are gone before the new loader starts its
+        # own (outcomes can differ while the old ones live: H8's example passes then)
+        lines += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+                  "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
+    lines += ["def run(points" + (", at_epoch_end=False):" if sc.restore_at_epoch_end else "):"),
+             '    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""',
+             "    loader, steps" + (", pending = make(), [], []" if on_resume else " = make(), []"),
+             "    def restore(loader):",
+             "        state = " + ("pending.pop() if pending else " if on_resume else "")
+             + copy.format("loader.state_dict()"),
+             *(["        close(loader)"] if sc.num_workers else []),
+             "        fresh = make()", "        fresh.load_state_dict(state)"]
+    if on_resume:
+        lines += ["        pending.append(" + copy.format("fresh.state_dict()") + ")  # a checkpoint at once on resume"]
+    lines += ["        return fresh"]
+    if 0 in sc.checkpoints:
+        lines += ["    for _ in range(points.count(0)):  # a checkpoint before the first batch", "        loader = restore(loader)"]
+    lines += ["    for epoch in range(EPOCHS):", *hook]
+    get = "(batch := next(it, None)) is not None"
+    if sc.break_after is not None:
+        lines += ["        it, taken = iter(loader), 0",
+                  f"        while not (epoch == 0 and taken >= {sc.break_after}) and {get}:  # epoch 0 breaks early"]
+    else:
+        lines += ["        it = iter(loader)", f"        while {get}:"]
+    lines += [f"            steps.append((epoch, {ids}))"]
+    if sc.break_after is not None:
+        lines += ["            taken += 1"]
+    if on_resume:
+        lines += ["            pending.clear()"]
+    lines += ["            for _ in range(points.count(len(steps))):", "                loader = restore(loader)",
+              *["        " + h for h in hook], "                it = iter(loader)"]
+    if on_resume:
+        lines += ["        pending.clear()"]
+    if sc.restore_at_epoch_end:
+        lines += ["        if at_epoch_end and epoch < EPOCHS - 1:  # a checkpoint at epoch end, the finished iterator gone first",
+                  "            it = None", "            loader = restore(loader)"]
+    return "\n".join(lines + ["    return steps"])
+
+
+_EPOCH_IDS = "def epoch_ids(steps, e):\n    return [sid for ee, batch in steps if ee == e for sid in batch]\n"
+_SHOW = "print(f'uninterrupted: {uninterrupted}\\nresumed:       {resumed}')\n"
+
+
+def _judge_exact() -> str:
+    return _SHOW + textwrap.dedent("""\
+        k = next((k for k, (a, b) in enumerate(zip(uninterrupted, resumed)) if a != b), min(map(len, (uninterrupted, resumed))))
+        if uninterrupted != resumed:  # batch for batch
+            print(f'first difference: batch {k}: uninterrupted {uninterrupted[k:k + 1]} vs resumed {resumed[k:k + 1]}')
+        sys.exit(0 if uninterrupted == resumed else 1)
+        """)
+
+
+def _judge_once() -> str:
+    return _SHOW + textwrap.dedent("""\
+        for e in range(EPOCHS):
+            a, b = epoch_ids(uninterrupted, e), epoch_ids(resumed, e)
+            if len(set(b)) != len(b) or set(a) != set(b):  # each epoch's samples once, in any order
+                print(f'first difference: epoch {e} lost {sorted(set(a) - set(b))}, delivered '
+                      f'{sorted(set(b) - set(a))} the uninterrupted run did not, {sorted({s for s in b if b.count(s) > 1})} twice')
+                sys.exit(1)
+        """)
+
+
+def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
+    why = f"  # {reason}" if reason else ""
+    if sc.dp_size == 1:
+        head = [f"ALL = {{1000 * k + i for k, n in enumerate({list(sc.sources)}) for i in range(n)}}  # each epoch, once each"]
+    else:
+        head = ["ALL = None  # a DP rank's share is the loader's to choose: only 'at most once' is judged"]
+    judged = ["twice"] if sc.dp_size > 1 else ["twice", "foreign"]
+    if sc.dp_size == 1 and loss is not None:
+        head.append(f"LOSS = {loss!r}{why}")
+        judged.append("len(lost) > LOSS" + (" and e != 0" if sc.break_after is not None else ""))
+    body = ["for e in range(EPOCHS):", "    got = [sid for ee, batch in resumed if ee == e for sid in batch]",
+            "    twice, foreign, lost = {s for s in got if got.count(s) > 1}, "
+            + ("set(got) - ALL, ALL - set(got)" if sc.dp_size == 1 else "set(), set()")]
+    note = "  # epoch 0's loop broke early: no loss is judged" if sc.break_after is not None and len(judged) > 2 else ""
+    body += [f"    if {' or '.join(judged)}:{note}",
+             "        print(f'epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, left out {sorted(lost)}')",
+             "        sys.exit(1)"]
+    return "\n".join(head) + "\n" + _SHOW + "\n".join(body) + "\n"
+
+
+def _fix_of(entry: dict[str, Any]) -> str | None:
+    """The fix the harness proposes for the entry's finding (``properties.stream_fixes``), if it names one."""
+    return {**HF_FIXES, **LITDATA_FIXES}.get(entry.get("finding") or "")
+
+
+def _header(entry: dict[str, Any], library: str, path: str) -> str:
+    # a crash's message carries the worker's traceback, with this machine's paths: its first line is the finding
+    message = " ".join(str(entry.get("message", "")).split("Original Traceback")[0].split())
+    message = message if len(message) <= 200 else message[:197] + "..."
+    finding = f", {entry['finding']}" if entry.get("finding") else ""
+    text = [textwrap.fill(f"{library}{finding}: {entry['property']} fails: {message}", 116)]
+    fix = _fix_of(entry)
+    if fix:
+        text.append(textwrap.fill(f"The fix proposed: {fix}.", 116))
+    text.append(textwrap.fill(f"Written by `python -m properties repro` from {Path(path).name} (the harness's "
+                              "adversarial schedule); exits 1 while the bug is present, 0 once it is fixed."
+                              + (" Two or more workers: whether it fails can depend on timing (which batches are in "
+                                 "flight at a checkpoint); run it a few times." if corpus.timing_may_matter(entry)
+                                 else ""), 116))
+    return '"""' + "\n\n".join(text) + '\n"""'
+
+
+def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None = None) -> str:
+    """The standalone script for one saved failure (``corpus.load``'s entry); ReproError if unsupported."""
+    if trainer is not None and trainer not in TRAINERS:
+        raise ReproError(f"--trainer {trainer}: a script is written for the adversarial schedule's loop only so "
+                         f"far; allowed values: {', '.join(TRAINERS)}")
+    prop = entry.get("property")
+    if prop not in PROPERTIES:
+        raise ReproError(f"{path}: property {prop!r}: a script is written for {', '.join(PROPERTIES)} so far "
+                         f"(replay it instead: {corpus.replay_command(path)})")
+    try:
+        sc = decode_stream_scenario(entry["example"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReproError(f"{path}: not a stream example ({e}); a script is written for stream examples so far") from None
+    target = resolve(entry["target"])
+    component = next((c for c in target.components if c.name == entry["component"]), None)
+    setup = getattr(component, "repro_setup", None)
+    if setup is None:
+        built = sorted(c.name for t in ("litdata", "hf-iterable") for c in resolve(t).components)
+        raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
+                         f"standalone loader; components that do: {', '.join(built) or 'none installed'}")
+    level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
+    if prop == "stream_resume":
+        level, reason = component.resume_promise(sc)
+        if level == "none":
+            raise ReproError(f"{path}: {component.name} promises nothing on a resume here ({reason})")
+        judge = _judge_exact() if level == "exact" else _judge_once()
+        schedule = textwrap.dedent(f"""\
+            uninterrupted = run([])
+            # checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
+            epochs = sorted({{e for e, _ in uninterrupted}})
+            ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in epochs[:-1]]
+            resumed = run(sorted(set({list(sc.checkpoints)}) | {{n + d for n in ends for d in (0, 1)}}){at_end})
+            """)
+    else:
+        if sc.mix == "parallel":
+            raise ReproError(f"{path}: a parallel mixture cycles its sources; stream_exactly_once does not judge it")
+        loss, reason = component.epoch_loss(sc)
+        judge = _judge_exactly_once(sc, loss, reason)
+        schedule = f"uninterrupted = run([])\nresumed = run({list(sc.checkpoints)}{at_end})\n"
+    code = setup(sc)
+    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
+    helper = [_EPOCH_IDS.rstrip(), ""] if level == "once" else []
+    body = [_header(entry, code.library, path), "", *stdlib, "", *sorted(code.imports), "", f"EPOCHS = {sc.epochs}",
+            code.code.rstrip(), "", _loop(sc, code.ids, code.epoch_hook), "", *helper, schedule.rstrip(), judge.rstrip()]
+    return "\n".join(body) + "\n"
+
+
+def write_file(path: str, *, trainer: str | None = None) -> str:
+    """``write`` for a corpus file; ReproError (a usage error) for a file that is not one."""
+    try:
+        entry = corpus.load(path)
+    except corpus.CorpusError as e:
+        raise ReproError(str(e)) from None
+    return write(entry, path=path, trainer=trainer)
+
+
+def supports(entry: dict[str, Any]) -> bool:
+    """Whether ``write`` would write a script for this entry (what ``replay`` offers the command for)."""
+    try:
+        write(entry)
+    except Exception:  # noqa: BLE001 - any refusal or a target not installed: no command to offer
+        return False
+    return True
+
+
+def command(path: str) -> str:
+    return f"python -m properties repro {shlex.quote(str(path))}"
