@@ -7,7 +7,7 @@ and the standard library, never this project. It inlines three things as plain c
   construction it performs, with the scenario's values as literals: ``make()``, ``set_epoch``, ``ids``);
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
   (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
-  only the parts the example uses;
+  only the parts the example uses, or the ``torchdata`` trainer model's loop (``trainers._torchdata_run``);
 * the property's judgement: step for step, once per epoch, or exactly once with the documented loss.
 
 It prints what the uninterrupted and the resumed runs delivered and the first difference, and exits 1
@@ -15,8 +15,9 @@ while the bug is present, 0 once it is fixed. ``tests/test_repro_generated.py`` 
 script to the harness: the batches it prints are the harness's own runs of the same example.
 
 Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume`` and
-``stream_exactly_once`` under the adversarial schedule; anything else is refused with what is
-supported (the hand-written scripts under ``docs/repros/`` cover the rest of what is committed).
+``stream_exactly_once`` under the adversarial schedule and ``stream_trainer_resume`` under torchdata's;
+anything else is refused with what is supported (the hand-written scripts under ``docs/repros/`` cover the
+rest of what is committed).
 """
 
 from __future__ import annotations
@@ -30,10 +31,14 @@ from . import corpus
 from .stream_fixes import HF_FIXES, LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .targets import resolve
+from .trainers import TRAINERS as MODELS
+from .trainers import under_trainer
 
-#: the properties a script can be written for, and the judgement each inlines
-PROPERTIES = ("stream_resume", "stream_exactly_once")
-TRAINERS = ("adversarial",)
+#: the properties a script can be written for, and the trainer models whose loops it inlines for each
+PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_trainer_resume")
+SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
+                     "stream_trainer_resume": ("torchdata",)}
+TRAINERS = ("adversarial", "torchdata")
 
 
 class ReproError(ValueError):
@@ -86,6 +91,44 @@ def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
     return "\n".join(lines + ["    return steps"])
 
 
+def _torchdata_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
+    """``trainers._torchdata_run`` over a stream scenario: torchdata's documented loop, a checkpoint after every
+    step, a killed job restarted from its last checkpoint with a fresh loader that re-enters the saved epoch."""
+    hook = [f"            {epoch_hook}"] if epoch_hook else []
+    lines = []
+    if sc.num_workers:
+        lines += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+                  "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
+    lines += ["def run(kills):",
+              '    """torchdata\'s documented loop (its README, "Saving and loading state"): state_dict() after every',
+              '    step; a job killed after a step in kills restarts from its last checkpoint: a fresh loader, load_state_dict,',
+              '    the saved epoch re-entered. Returns what the final run trained: (epoch, ids) per step."""',
+              "    trained, checkpoint, step, start, loader = [], None, 0, 0, make()",
+              "    while True:", "        killed = False", "        for epoch in range(start, EPOCHS):", *hook,
+              "            for batch in loader:", "                step += 1",
+              f"                trained.append((step, epoch, {ids}))",
+              "                checkpoint = (step, epoch, pickle.loads(pickle.dumps(loader.state_dict())))",
+              "                if kills and step >= kills[0]:  # preempted right after this step",
+              "                    kills, killed = kills[1:], True", "                    break",
+              "            if killed:", "                break", "        if not killed:",
+              "            return [(e, b) for _, e, b in trained]",
+              *(["        close(loader)"] if sc.num_workers else []),
+              "        step, start, state = checkpoint", "        loader = make()",
+              "        loader.load_state_dict(state)",
+              "        trained = [t for t in trained if t[0] <= step]  # the steps after the checkpoint are redone"]
+    return "\n".join(lines)
+
+
+def _judge_per_epoch() -> str:
+    return _EPOCH_IDS + _SHOW + textwrap.dedent("""\
+        for e in range(EPOCHS):
+            a, b = sorted(epoch_ids(uninterrupted, e)), sorted(epoch_ids(resumed, e))
+            if a != b:  # each epoch the same samples, in any order
+                print(f'first difference: epoch {e}: uninterrupted {a} vs preempted {b}')
+                sys.exit(1)
+        """)
+
+
 _EPOCH_IDS = "def epoch_ids(steps, e):\n    return [sid for ee, batch in steps if ee == e for sid in batch]\n"
 _SHOW = "print(f'uninterrupted: {uninterrupted}\\nresumed:       {resumed}')\n"
 
@@ -135,7 +178,7 @@ def _fix_of(entry: dict[str, Any]) -> str | None:
     return {**HF_FIXES, **LITDATA_FIXES}.get(entry.get("finding") or "")
 
 
-def _header(entry: dict[str, Any], library: str, path: str) -> str:
+def _header(entry: dict[str, Any], library: str, path: str, schedule: str) -> str:
     # a crash's message carries the worker's traceback, with this machine's paths: its first line is the finding
     message = " ".join(str(entry.get("message", "")).split("Original Traceback")[0].split())
     message = message if len(message) <= 200 else message[:197] + "..."
@@ -144,23 +187,37 @@ def _header(entry: dict[str, Any], library: str, path: str) -> str:
     fix = _fix_of(entry)
     if fix:
         text.append(textwrap.fill(f"The fix proposed: {fix}.", 116))
-    text.append(textwrap.fill(f"Written by `python -m properties repro` from {Path(path).name} (the harness's "
-                              "adversarial schedule); exits 1 while the bug is present, 0 once it is fixed."
+    text.append(textwrap.fill(f"Written by `python -m properties repro` from {Path(path).name} ({schedule}); exits 1 "
+                              "while the bug is present, 0 once it is fixed."
                               + (" Two or more workers: whether it fails can depend on timing (which batches are in "
                                  "flight at a checkpoint); run it a few times." if corpus.timing_may_matter(entry)
                                  else ""), 116))
     return '"""' + "\n\n".join(text) + '\n"""'
 
 
+def _trainer_of(entry: dict[str, Any], prop: str, trainer: str | None, path: str) -> str:
+    """The trainer model whose loop the script inlines: the one asked for, else the one the failure names."""
+    written = SCHEDULE_TRAINERS[prop]
+    if trainer is None:
+        named = [t for t in MODELS if under_trainer(t) in str(entry.get("message", ""))]
+        trainer = named[0] if named else written[0]
+    if trainer not in written:
+        raise ReproError(f"{path}: trainer {trainer!r}: a script of {prop} is written for trainers "
+                         f"{', '.join(written)} so far; allowed values: {', '.join(written)} (replay it instead: "
+                         f"{corpus.replay_command(path)})")
+    return trainer
+
+
 def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None = None) -> str:
     """The standalone script for one saved failure (``corpus.load``'s entry); ReproError if unsupported."""
     if trainer is not None and trainer not in TRAINERS:
-        raise ReproError(f"--trainer {trainer}: a script is written for the adversarial schedule's loop only so "
+        raise ReproError(f"--trainer {trainer}: a script is written for the loops of {', '.join(TRAINERS)} only so "
                          f"far; allowed values: {', '.join(TRAINERS)}")
     prop = entry.get("property")
     if prop not in PROPERTIES:
         raise ReproError(f"{path}: property {prop!r}: a script is written for {', '.join(PROPERTIES)} so far "
                          f"(replay it instead: {corpus.replay_command(path)})")
+    trainer = _trainer_of(entry, prop, trainer, path)
     try:
         sc = decode_stream_scenario(entry["example"])
     except (KeyError, TypeError, ValueError) as e:
@@ -172,11 +229,24 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         built = sorted(c.name for t in ("litdata", "hf-iterable") for c in resolve(t).components)
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
                          f"standalone loader; components that do: {', '.join(built) or 'none installed'}")
+    if trainer not in component.trainers:
+        raise ReproError(f"{path}: {component.name} is not used with trainer {trainer!r} (its trainers: "
+                         f"{', '.join(component.trainers)})")
+    code = setup(sc)
     level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
-    if prop == "stream_resume":
+    loop = _loop(sc, code.ids, code.epoch_hook)
+    if prop in ("stream_resume", "stream_trainer_resume"):
         level, reason = component.resume_promise(sc)
         if level == "none":
             raise ReproError(f"{path}: {component.name} promises nothing on a resume here ({reason})")
+    if prop == "stream_trainer_resume":
+        kills = sorted({k for k in sc.checkpoints if k > 0})
+        loop = _torchdata_loop(sc, code.ids, code.epoch_hook)
+        judge = _judge_exact() if level == "exact" else _judge_per_epoch()
+        judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
+        schedule = f"uninterrupted = run([])\npreempted = run({kills})\n"
+        level = "per-epoch"
+    elif prop == "stream_resume":
         judge = _judge_exact() if level == "exact" else _judge_once()
         schedule = textwrap.dedent(f"""\
             uninterrupted = run([])
@@ -191,11 +261,12 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         loss, reason = component.epoch_loss(sc)
         judge = _judge_exactly_once(sc, loss, reason)
         schedule = f"uninterrupted = run([])\nresumed = run({list(sc.checkpoints)}{at_end})\n"
-    code = setup(sc)
     stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
     helper = [_EPOCH_IDS.rstrip(), ""] if level == "once" else []
-    body = [_header(entry, code.library, path), "", *stdlib, "", *sorted(code.imports), "", f"EPOCHS = {sc.epochs}",
-            code.code.rstrip(), "", _loop(sc, code.ids, code.epoch_hook), "", *helper, schedule.rstrip(), judge.rstrip()]
+    described = ("the harness's adversarial schedule" if trainer == "adversarial"
+                 else f"trainer model {trainer!r}, preempted after global steps {sorted({k for k in sc.checkpoints if k > 0})}")
+    body = [_header(entry, code.library, path, described), "", *stdlib, "", *sorted(code.imports), "",
+            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "", *helper, schedule.rstrip(), judge.rstrip()]
     return "\n".join(body) + "\n"
 
 

@@ -24,6 +24,8 @@ import pytest
 
 from properties import cli, corpus, repro
 from properties import stream_props as S
+from properties import stream_suite as SS
+from properties import trainers as T
 from properties.stream_scenarios import decode_stream_scenario
 from properties.targets import hf_iterable, litdata_target, resolve
 from tests.test_hf_conformance import RACES
@@ -33,11 +35,16 @@ INSTALLED = {"litdata": litdata_target.available(), "hf-iterable": hf_iterable.a
 
 
 def _pins() -> list[tuple[str, Path]]:
+    """(finding, or finding-trainer for a pin under a trainer model, path)."""
     out = []
-    for path in sorted(STREAMS.glob("*.json")):
+    for path in sorted(STREAMS.glob("*.json")) + sorted((STREAMS / "trainers").glob("*.json")):
         entry = json.loads(path.read_text())
-        if entry.get("finding") and entry["property"] in repro.PROPERTIES and entry["finding"] not in RACES:
-            out.append((entry["finding"], path))
+        if not entry.get("finding") or entry["property"] not in repro.PROPERTIES or entry["finding"] in RACES:
+            continue
+        named = [t for t in repro.SCHEDULE_TRAINERS[entry["property"]] if f"under trainer '{t}'" in entry["message"]]
+        if entry["property"] == "stream_trainer_resume" and not named:
+            continue   # under a trainer whose loop is not written (lightning's): refused, below
+        out.append((entry["finding"] + "".join(f"-{t}" for t in named), path))
     return out
 
 
@@ -56,6 +63,12 @@ def harness_runs(entry: dict) -> tuple[list, list] | str:
     sc = decode_stream_scenario(entry["example"])
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
     kw = dict(ids_of=component.ids_of, codec=component.state_codec)
+    if entry["property"] == "stream_trainer_resume":
+        trainer, kills = T.get("torchdata"), tuple(sorted({k for k in sc.checkpoints if k > 0}))
+        runs = [trainer.run(component.make_loader, sc, preempt_after=k, **SS.trainer_kw(component, "torchdata", sc))
+                for k in ((), kills)]
+        # one micro-batch a step: the script prints its ids flat
+        return tuple([(e, mbs[0]) for e, mbs in t.steps] for t in runs)
     try:
         plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
         schedule = S.with_boundaries(sc, plain) if entry["property"] == "stream_resume" else sc
@@ -73,7 +86,7 @@ def test_every_stream_finding_pin_of_a_written_property_is_covered():
     found = {f for f, _ in PINS} | set(RACES)
     # the stream findings' ids whose pins are of stream_resume or stream_exactly_once (an independent list)
     assert {"H1", "H3", "H4", "H5", "H7", "H8", "H9", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L10", "L11",
-            "L12", "L13", "L14", "L15", "L17"} <= found
+            "L12", "L13", "L14", "L15", "L17", "H3-torchdata", "H5-torchdata"} <= found
 
 
 @pytest.mark.parametrize("finding,path", PINS, ids=[f for f, _ in PINS])
@@ -91,12 +104,13 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
         assert exception in done.stderr, (harness[:300], done.stderr[-2000:])
         return
     assert [tuple(s) for s in printed(done.stdout, "uninterrupted")] == harness[0], done.stdout
-    assert [tuple(s) for s in printed(done.stdout, "resumed")] == harness[1], done.stdout
+    second = "preempted" if entry["property"] == "stream_trainer_resume" else "resumed"
+    assert [tuple(s) for s in printed(done.stdout, second)] == harness[1], done.stdout
 
 
 def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
     # H1's and H3's diffs (docs/patches/datasets-5.2.0) applied to a pristine copy of the installed datasets: the
-    # scripts written for their pins exit 0 there (tests/test_repros.py does the same for the committed scripts)
+    # scripts written for their pins (H3's under torchdata's documented loop too) exit 0 there (tests/test_repros.py does the same for the committed scripts)
     if not INSTALLED["hf-iterable"]:
         pytest.skip("datasets is not installed")
     import shutil
@@ -108,7 +122,7 @@ def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
     for finding in ("H1", "H3"):
         diff = Path(__file__).resolve().parent.parent / "docs" / "patches" / "datasets-5.2.0" / f"{finding}.diff"
         subprocess.run(["patch", "-p1", "-i", str(diff)], cwd=patched, check=True, capture_output=True)
-    for finding in ("H1", "H3"):
+    for finding in ("H1", "H3", "H3-torchdata"):
         path = dict(PINS)[finding]
         script = tmp_path / f"{finding}.py"
         script.write_text(repro.write(corpus.load(path), path=str(path)))
@@ -119,7 +133,7 @@ def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
 def test_a_script_whose_outcome_can_depend_on_timing_says_so():
     for path in sorted(STREAMS.glob("*.json")):
         entry = corpus.load(path)
-        if entry["property"] in repro.PROPERTIES and INSTALLED[entry["target"]]:
+        if entry["property"] in ("stream_resume", "stream_exactly_once") and INSTALLED[entry["target"]]:
             text = repro.write(entry, path=str(path))
             workers = decode_stream_scenario(entry["example"]).num_workers
             assert ("can depend on timing" in text) == (workers >= 2), path.name
@@ -142,8 +156,12 @@ def test_trainer_outside_the_written_loops_is_a_usage_error(capsys):
         cli.main(["repro", str(PINS[0][1]), "--trainer", "lightning"])
     assert e.value.code == 2
     assert "invalid choice: 'lightning'" in capsys.readouterr().err
-    with pytest.raises(repro.ReproError, match="allowed values: adversarial"):
+    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata"):
         repro.write(corpus.load(PINS[0][1]), trainer="lightning")
+    # a pin under a trainer whose loop is not written is refused naming the trainers that are, and replay
+    lightning = STREAMS / "trainers" / "stream_trainer_resume-L1.json"
+    with pytest.raises(repro.ReproError, match="trainer 'lightning-steps'.*allowed values: torchdata.*replay"):
+        repro.write(corpus.load(lightning), path=str(lightning))
 
 
 def test_cli_prints_the_script_or_writes_it_only_where_asked(capsys, tmp_path):
