@@ -1,0 +1,155 @@
+"""A library's own tests on the release and on a copy patched with the proposed diffs, side by side.
+
+``python -m ci.library_tests datasets [--sdist FILE] [--json OUT] [-k EXPR]``
+
+For Hugging Face ``datasets`` 5.2.0: ``tests/test_iterable_dataset.py`` from its source distribution
+(downloaded with ``pip download --no-binary :all: --no-deps``, or ``--sdist``) is run twice with pytest from a
+scratch folder: against the installed release, and against a pristine copy of the installed package with every
+diff under ``docs/patches/datasets-<version>/`` applied by ``patch -p1``, first on the import path. The sdist
+ships neither ``tests/utils.py`` nor ``tests/conftest.py``; ``ci/datasets_tests/`` stands in for the names the
+file imports (a test needing the repository's fixtures skips, on both sides alike).
+
+A fix breaks a test when the test passes on the release and fails on the patched copy: the report lists every
+such test (exit 1), and the counts of both runs. Tests that fail on both sides (this machine has no network, no
+Hub) are counted, not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = Path(__file__).resolve().parent / "datasets_tests"
+LIBRARIES = {"datasets": "tests/test_iterable_dataset.py"}
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def cache_dir() -> Path:
+    """Where a downloaded sdist is kept between runs (the harness's user cache, never the checkout)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dynbsz-harness" / "sdists"
+
+
+def fetch_sdist(package: str, version: str, into: Path) -> Path:
+    found = sorted(into.glob(f"{package}-{version}.tar.gz"))
+    if found:
+        return found[0]
+    cmd = [sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-binary", ":all:", "--no-deps",
+           "-q", "-d", str(into)]
+    if importlib.util.find_spec("setuptools") is not None:
+        cmd.insert(-3, "--no-build-isolation")   # its metadata builds with the setuptools at hand, no download
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(into.glob(f"{package}-{version}.tar.gz"))
+    if done.returncode or not found:
+        raise SystemExit(f"could not download the {package} {version} sdist ({' '.join(cmd)}):\n{done.stderr[-2000:]}")
+    return found[0]
+
+
+def tests_folder(sdist: Path, member: str, into: Path) -> Path:
+    """``into/tests/`` with the sdist's test file and the stand-ins for what the sdist lacks."""
+    tests = into / "tests"
+    tests.mkdir(parents=True)
+    with tarfile.open(sdist) as tar:
+        name = next((m for m in tar.getnames() if m.endswith("/" + member)), None)
+        if name is None:
+            raise SystemExit(f"{sdist.name} has no {member}")
+        (tests / Path(member).name).write_bytes(tar.extractfile(name).read())
+    for f in ("__init__.py", "utils.py", "conftest.py"):
+        shutil.copy(SHIM / f, tests / f)
+    return tests
+
+
+def patched_copy(package: str, version: str, into: Path) -> tuple[Path, list[str]]:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"{package} is not installed (bash ci/install.sh --hf)")
+    shutil.copytree(Path(spec.origin).parent, into / package)
+    diffs = sorted((ROOT / "docs" / "patches" / f"{package}-{version}").glob("*.diff"))
+    for diff in diffs:
+        done = subprocess.run(["patch", "-p1", "-i", str(diff)], cwd=into, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"{diff.relative_to(ROOT)} does not apply: {done.stdout}{done.stderr}")
+    return into, [d.stem for d in diffs]
+
+
+def run_tests(folder: Path, test_file: str, package: str, pythonpath: str | None, xml: Path,
+              k: str | None) -> dict[str, str]:
+    """pytest on the test file; each test's outcome (passed, failed, skipped) from its JUnit XML."""
+    import os
+
+    env = {key: v for key, v in os.environ.items() if key != "PYTHONPATH"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    env["HF_DATASETS_OFFLINE"] = "1"
+    where = subprocess.run([sys.executable, "-c", f"import {package}; print({package}.__file__)"], cwd=folder.parent,
+                           env=env, capture_output=True, text=True).stdout.strip()
+    if pythonpath and not where.startswith(pythonpath):
+        raise SystemExit(f"the patched run would import {package} from {where}, not from the copy {pythonpath}")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+           f"--junitxml={xml}", "--rootdir", str(folder.parent), str(folder / Path(test_file).name)]
+    if k:
+        cmd += ["-k", k]
+    subprocess.run(cmd, cwd=folder.parent, env=env, capture_output=True, text=True)
+    outcomes: dict[str, str] = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        # a test is failed if any of its phases is (a setup error and a skipped call is an error)
+        tags = {child.tag for child in case}
+        outcomes[name] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed")
+    return outcomes
+
+
+def compare(released: dict[str, str], patched: dict[str, str]) -> dict:
+    broken = sorted(t for t, o in released.items() if o == "passed" and patched.get(t) != "passed")
+    fixed = sorted(t for t, o in released.items() if o == "failed" and patched.get(t) == "passed")
+    both = sorted(t for t, o in released.items() if o == "failed" and patched.get(t) == "failed")
+    return {"released": dict(Counter(released.values())), "patched": dict(Counter(patched.values())),
+            "broken_by_the_patches": broken, "failing_on_the_release_passing_patched": fixed,
+            "failing_on_both": both}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ci.library_tests", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("library", choices=sorted(LIBRARIES))
+    p.add_argument("--sdist", type=Path, help="the source distribution (default: pip download it, once, into "
+                                               "$XDG_CACHE_HOME/dynbsz-harness/sdists)")
+    p.add_argument("--json", type=Path, help="write the report here too")
+    p.add_argument("-k", default=None, help="only the tests pytest -k selects (default: the whole file)")
+    args = p.parse_args(argv)
+    package, member = args.library, LIBRARIES[args.library]
+    version = _version(package)
+    with tempfile.TemporaryDirectory(prefix="library-tests-") as tmp:
+        work = Path(tmp)
+        sdist = args.sdist or fetch_sdist(package, version, cache_dir())
+        tests = tests_folder(sdist, member, work / "run")
+        patched, diffs = patched_copy(package, version, work / "patched")
+        released = run_tests(tests, member, package, None, work / "released.xml", args.k)
+        with_diffs = run_tests(tests, member, package, str(patched), work / "patched.xml", args.k)
+    report = {"library": f"{package} {version}", "tests": f"{member} from {sdist.name}", "diffs": diffs,
+              "selection": args.k or "the whole file", **compare(released, with_diffs)}
+    text = json.dumps(report, indent=1)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 1 if report["broken_by_the_patches"] or not released else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""``python -m ci.library_tests``: a library's own tests on the release and on the copy patched with our diffs.
+
+Hugging Face ``datasets``: ``tests/test_iterable_dataset.py`` from the 5.2.0 source distribution (downloaded once
+into the user's cache) must pass on the patched copy wherever it passes on the release. The comparison itself is
+a pure function, checked here on outcomes made up for it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ci import library_tests as LT
+
+
+def test_compare_names_a_test_the_patches_break_and_one_they_fix():
+    released = {"a": "passed", "b": "failed", "c": "failed", "d": "skipped", "e": "passed"}
+    patched = {"a": "failed", "b": "passed", "c": "failed", "d": "skipped"}
+    report = LT.compare(released, patched)
+    assert report["broken_by_the_patches"] == ["a", "e"]   # e: gone from the patched run (it did not even run)
+    assert report["failing_on_the_release_passing_patched"] == ["b"]
+    assert report["failing_on_both"] == ["c"]
+    assert report["released"] == {"passed": 2, "failed": 2, "skipped": 1}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("datasets") is None, reason="datasets is not installed (--hf)")
+def test_datasets_own_iterable_dataset_tests_pass_with_our_diffs(tmp_path):
+    out = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "ci.library_tests", "datasets", "--json", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["diffs"] and report["broken_by_the_patches"] == []
+    # the file ran (hundreds of its tests passed on the release), and the patched run ran the same tests
+    assert report["released"].get("passed", 0) > 500
+    assert report["patched"].get("passed", 0) >= report["released"]["passed"]
