@@ -1,13 +1,20 @@
 """A library's own tests on the release and on a copy patched with the proposed diffs, side by side.
 
 ``python -m ci.library_tests datasets [--sdist FILE] [--json OUT] [-k EXPR]``
+``python -m ci.library_tests litdata|veomni --repo GIT_DIR --ref TAG [--tests PATH ...] [--json OUT]``
 
-For Hugging Face ``datasets`` 5.2.0: ``tests/test_iterable_dataset.py`` from its source distribution
-(downloaded with ``pip download --no-binary :all: --no-deps``, or ``--sdist``) is run twice with pytest from a
-scratch folder: against the installed release, and against a pristine copy of the installed package with every
-diff under ``docs/patches/datasets-<version>/`` applied by ``patch -p1``, first on the import path. The sdist
-ships neither ``tests/utils.py`` nor ``tests/conftest.py``; ``ci/datasets_tests/`` stands in for the names the
-file imports (a test needing the repository's fixtures skips, on both sides alike).
+The tests are run twice with pytest from a scratch folder: against the installed release, and against a
+pristine copy of the installed package with every diff under ``docs/patches/<package>-<version>/`` applied by
+``patch -p1``, first on the import path (a library with its own dependency overlay, VeOmni's, has the overlay
+next on the path, as its targets run).
+
+* Hugging Face ``datasets`` 5.2.0: ``tests/test_iterable_dataset.py`` from its source distribution (downloaded
+  with ``pip download --no-binary :all: --no-deps``, or ``--sdist``). The sdist ships neither
+  ``tests/utils.py`` nor ``tests/conftest.py``; ``ci/datasets_tests/`` stands in for the names the file
+  imports (a test needing the repository's fixtures skips, on both sides alike).
+* litdata and VeOmni ship no tests in their sdists: ``tests/`` comes from a clone of their repository at
+  ``--ref`` (``git archive``), the test files named by ``--tests`` (defaults: the files of the modules the
+  diffs touch). Where the clone has no tag of the installed release, the report says which ref ran.
 
 A fix breaks a test when the test passes on the release and fails on the patched copy: the report lists every
 such test (exit 1), and the counts of both runs. Tests that fail on both sides (this machine has no network, no
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +38,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = Path(__file__).resolve().parent / "datasets_tests"
-LIBRARIES = {"datasets": "tests/test_iterable_dataset.py"}
+#: package -> the test files run by default (those of the modules its diffs touch)
+LIBRARIES = {"datasets": ("tests/test_iterable_dataset.py",),
+             "litdata": ("tests/streaming/test_dataloader.py", "tests/streaming/test_combined.py"),
+             "veomni": ("tests/data/test_dynamic_batching_dataset.py", "tests/data/test_dataloader.py",
+                        "tests/data/test_multisource_dataset.py")}
 
 
 def _version(package: str) -> str:
@@ -41,8 +53,6 @@ def _version(package: str) -> str:
 
 def cache_dir() -> Path:
     """Where a downloaded sdist is kept between runs (the harness's user cache, never the checkout)."""
-    import os
-
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dynbsz-harness" / "sdists"
 
 
@@ -59,6 +69,16 @@ def fetch_sdist(package: str, version: str, into: Path) -> Path:
     if done.returncode or not found:
         raise SystemExit(f"could not download the {package} {version} sdist ({' '.join(cmd)}):\n{done.stderr[-2000:]}")
     return found[0]
+
+
+def tests_from_repo(git_dir: Path, ref: str, into: Path) -> Path:
+    """``into/tests/``: the repository's whole tests/ tree at ``ref`` (helpers and conftest included)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", ref, "tests"], capture_output=True)
+    if archive.returncode:
+        raise SystemExit(f"git archive {ref} tests failed in {git_dir}: {archive.stderr.decode()[-1000:]}")
+    subprocess.run(["tar", "x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "tests"
 
 
 def tests_folder(sdist: Path, member: str, into: Path) -> Path:
@@ -88,21 +108,20 @@ def patched_copy(package: str, version: str, into: Path) -> tuple[Path, list[str
     return into, [d.stem for d in diffs]
 
 
-def run_tests(folder: Path, test_file: str, package: str, pythonpath: str | None, xml: Path,
-              k: str | None) -> dict[str, str]:
-    """pytest on the test file; each test's outcome (passed, failed, skipped) from its JUnit XML."""
-    import os
-
+def run_tests(folder: Path, test_files: tuple[str, ...], package: str, pythonpath: str | None, xml: Path,
+              k: str | None, patched: Path | None = None) -> dict[str, str]:
+    """pytest on the test files; each test's outcome (passed, failed, skipped) from its JUnit XML."""
     env = {key: v for key, v in os.environ.items() if key != "PYTHONPATH"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     env["HF_DATASETS_OFFLINE"] = "1"
-    where = subprocess.run([sys.executable, "-c", f"import {package}; print({package}.__file__)"], cwd=folder.parent,
-                           env=env, capture_output=True, text=True).stdout.strip()
-    if pythonpath and not where.startswith(pythonpath):
-        raise SystemExit(f"the patched run would import {package} from {where}, not from the copy {pythonpath}")
+    # the last line: a library may print on import (VeOmni logs its environment)
+    where = (subprocess.run([sys.executable, "-c", f"import {package}; print({package}.__file__)"], cwd=folder.parent,
+                            env=env, capture_output=True, text=True).stdout.strip().splitlines() or [""])[-1]
+    if patched is not None and not where.startswith(str(patched)):
+        raise SystemExit(f"the patched run would import {package} from {where!r}, not from the copy {patched}")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-           f"--junitxml={xml}", "--rootdir", str(folder.parent), str(folder / Path(test_file).name)]
+           f"--junitxml={xml}", "--rootdir", str(folder.parent), *[str(folder.parent / f) for f in test_files]]
     if k:
         cmd += ["-k", k]
     subprocess.run(cmd, cwd=folder.parent, env=env, capture_output=True, text=True)
@@ -113,6 +132,15 @@ def run_tests(folder: Path, test_file: str, package: str, pythonpath: str | None
         tags = {child.tag for child in case}
         outcomes[name] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed")
     return outcomes
+
+
+def _overlay_path(package: str) -> str | None:
+    """The dependency overlay a library's targets run with (VeOmni's declared datasets), if installed."""
+    if package != "veomni":
+        return None
+    from properties.targets.overlay import VEOMNI
+
+    return VEOMNI.dir() if VEOMNI.installed() else None
 
 
 def compare(released: dict[str, str], patched: dict[str, str]) -> dict:
@@ -131,19 +159,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sdist", type=Path, help="the source distribution (default: pip download it, once, into "
                                                "$XDG_CACHE_HOME/dynbsz-harness/sdists)")
     p.add_argument("--json", type=Path, help="write the report here too")
-    p.add_argument("-k", default=None, help="only the tests pytest -k selects (default: the whole file)")
+    p.add_argument("-k", default=None, help="only the tests pytest -k selects (default: the whole files)")
+    p.add_argument("--repo", type=Path, help="litdata, veomni: a git clone of the library (its .git directory)")
+    p.add_argument("--ref", help="litdata, veomni: the tag or commit whose tests/ to run")
+    p.add_argument("--tests", nargs="+", help=f"test files, relative to the repository (defaults: {LIBRARIES})")
     args = p.parse_args(argv)
-    package, member = args.library, LIBRARIES[args.library]
+    package = args.library
+    files = tuple(args.tests or LIBRARIES[package])
     version = _version(package)
+    if package != "datasets" and not (args.repo and args.ref):
+        p.error(f"{package} ships no tests in its sdist: --repo GIT_DIR and --ref TAG are required")
     with tempfile.TemporaryDirectory(prefix="library-tests-") as tmp:
         work = Path(tmp)
-        sdist = args.sdist or fetch_sdist(package, version, cache_dir())
-        tests = tests_folder(sdist, member, work / "run")
+        if package == "datasets":
+            sdist = args.sdist or fetch_sdist(package, version, cache_dir())
+            tests = tests_folder(sdist, files[0], work / "run")
+            files, source = (f"tests/{Path(files[0]).name}",), f"{', '.join(files)} from {sdist.name}"
+        else:
+            tests = tests_from_repo(args.repo, args.ref, work / "run")
+            source = f"{', '.join(files)} from the repository at {args.ref}"
         patched, diffs = patched_copy(package, version, work / "patched")
-        released = run_tests(tests, member, package, None, work / "released.xml", args.k)
-        with_diffs = run_tests(tests, member, package, str(patched), work / "patched.xml", args.k)
-    report = {"library": f"{package} {version}", "tests": f"{member} from {sdist.name}", "diffs": diffs,
-              "selection": args.k or "the whole file", **compare(released, with_diffs)}
+        overlay = _overlay_path(package)
+        released = run_tests(tests, files, package, overlay, work / "released.xml", args.k)
+        paths = os.pathsep.join(p for p in (str(patched), overlay) if p)
+        with_diffs = run_tests(tests, files, package, paths, work / "patched.xml", args.k, patched=patched)
+    report = {"library": f"{package} {version}", "tests": source, "diffs": diffs,
+              "selection": args.k or "the whole files", **compare(released, with_diffs)}
     text = json.dumps(report, indent=1)
     if args.json:
         args.json.write_text(text + "\n")
