@@ -8,14 +8,16 @@ and the standard library, never this project. It inlines three things as plain c
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
   (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
   only the parts the example uses, or the ``torchdata`` trainer model's loop (``trainers._torchdata_run``);
-* the property's judgement: step for step, once per epoch, or exactly once with the documented loss.
+* the property's judgement: step for step, once per epoch, exactly once with the documented loss, or each
+  source of a mixture at its weight (``stream_props.mixture_deviation``).
 
 It prints what the uninterrupted and the resumed runs delivered and the first difference, and exits 1
 while the bug is present, 0 once it is fixed. ``tests/test_repro_generated.py`` holds every generated
 script to the harness: the batches it prints are the harness's own runs of the same example.
 
-Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume`` and
-``stream_exactly_once`` under the adversarial schedule and ``stream_trainer_resume`` under torchdata's;
+Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
+``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
+under torchdata's;
 anything else is refused with what is supported (the hand-written scripts under ``docs/repros/`` cover the
 rest of what is committed).
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus
+from . import stream_props as S
 from .stream_fixes import HF_FIXES, LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .targets import resolve
@@ -35,9 +38,9 @@ from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
 
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
-PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_trainer_resume")
+PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume")
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
-                     "stream_trainer_resume": ("torchdata",)}
+                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata",)}
 TRAINERS = ("adversarial", "torchdata")
 
 
@@ -178,6 +181,31 @@ def _fix_of(entry: dict[str, Any]) -> str | None:
     return {**HF_FIXES, **LITDATA_FIXES}.get(entry.get("finding") or "")
 
 
+def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...]) -> str:
+    """``stream_props.mixture_deviation`` over every epoch of both runs (epoch 0 left out after an early break)."""
+    first = 1 if sc.break_after is not None else 0
+    return _EPOCH_IDS + f"SIZES, WEIGHTS = {list(sc.sources)}, {[round(w, 6) for w in weights]}\n" + _SHOW + \
+        textwrap.dedent(f"""\
+        def deviation(ids):  # each source's share before one ran out, against its weight ({S.Z:g} standard deviations)
+            counts, prefix = [0] * len(SIZES), 0
+            for sid in ids:
+                counts[sid // 1000] += 1
+                prefix += 1
+                if counts[sid // 1000] >= SIZES[sid // 1000]:
+                    break
+            for k, w in enumerate(WEIGHTS):
+                p = w / sum(WEIGHTS)
+                sd = math.sqrt(prefix * p * (1 - p)) or 1.0
+                if prefix >= 12 and abs(counts[k] - prefix * p) > {S.Z:g} * sd + 1:
+                    return f'source {{k}} has {{counts[k]}} of the first {{prefix}} samples, weight {{p:.3f}} expects {{prefix * p:.1f}}'
+        for name, steps in (('uninterrupted', uninterrupted), ('resumed', resumed)):
+            for e in range({first}, EPOCHS):
+                if deviation(epoch_ids(steps, e)):
+                    print(f'epoch {{e}} of the {{name}} run: {{deviation(epoch_ids(steps, e))}}')
+                    sys.exit(1)
+        """)
+
+
 def _header(entry: dict[str, Any], library: str, path: str, schedule: str) -> str:
     # a crash's message carries the worker's traceback, with this machine's paths: its first line is the finding
     message = " ".join(str(entry.get("message", "")).split("Original Traceback")[0].split())
@@ -235,6 +263,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     code = setup(sc)
     level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
     loop = _loop(sc, code.ids, code.epoch_hook)
+    if prop == "stream_mixture":
+        judge = _judge_mixture(sc, component.mixture_weights(sc))
     if prop in ("stream_resume", "stream_trainer_resume"):
         level, reason = component.resume_promise(sc)
         if level == "none":
@@ -246,8 +276,9 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
         schedule = f"uninterrupted = run([])\npreempted = run({kills})\n"
         level = "per-epoch"
-    elif prop == "stream_resume":
-        judge = _judge_exact() if level == "exact" else _judge_once()
+    elif prop in ("stream_resume", "stream_mixture"):
+        if prop == "stream_resume":
+            judge = _judge_exact() if level == "exact" else _judge_once()
         schedule = textwrap.dedent(f"""\
             uninterrupted = run([])
             # checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
@@ -261,7 +292,7 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         loss, reason = component.epoch_loss(sc)
         judge = _judge_exactly_once(sc, loss, reason)
         schedule = f"uninterrupted = run([])\nresumed = run({list(sc.checkpoints)}{at_end})\n"
-    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
+    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib, *(["math"] if prop == "stream_mixture" else [])})]
     helper = [_EPOCH_IDS.rstrip(), ""] if level == "once" else []
     described = ("the harness's adversarial schedule" if trainer == "adversarial"
                  else f"trainer model {trainer!r}, preempted after global steps {sorted({k for k in sc.checkpoints if k > 0})}")

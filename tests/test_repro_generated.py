@@ -71,7 +71,7 @@ def harness_runs(entry: dict) -> tuple[list, list] | str:
         return tuple([(e, mbs[0]) for e, mbs in t.steps] for t in runs)
     try:
         plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
-        schedule = S.with_boundaries(sc, plain) if entry["property"] == "stream_resume" else sc
+        schedule = S.with_boundaries(sc, plain) if entry["property"] in ("stream_resume", "stream_mixture") else sc
         return plain.steps, S.run_stream(component.make_loader, schedule, **kw).steps
     except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
         return f"{type(e).__name__}: {e}"
@@ -86,7 +86,7 @@ def test_every_stream_finding_pin_of_a_written_property_is_covered():
     found = {f for f, _ in PINS} | set(RACES)
     # the stream findings' ids whose pins are of stream_resume or stream_exactly_once (an independent list)
     assert {"H1", "H3", "H4", "H5", "H7", "H8", "H9", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L10", "L11",
-            "L12", "L13", "L14", "L15", "L17", "H3-torchdata", "H5-torchdata"} <= found
+            "L12", "L13", "L14", "L15", "L17", "H3-torchdata", "H5-torchdata", "H6", "L9", "L16"} <= found
 
 
 @pytest.mark.parametrize("finding,path", PINS, ids=[f for f, _ in PINS])
@@ -133,17 +133,17 @@ def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
 def test_a_script_whose_outcome_can_depend_on_timing_says_so():
     for path in sorted(STREAMS.glob("*.json")):
         entry = corpus.load(path)
-        if entry["property"] in ("stream_resume", "stream_exactly_once") and INSTALLED[entry["target"]]:
+        if entry["property"] in ("stream_resume", "stream_exactly_once", "stream_mixture") and INSTALLED[entry["target"]]:
             text = repro.write(entry, path=str(path))
             workers = decode_stream_scenario(entry["example"]).num_workers
             assert ("can depend on timing" in text) == (workers >= 2), path.name
 
 
 def test_unsupported_entries_are_refused_naming_what_is_supported(capsys):
-    mixture = next(p for p in sorted(STREAMS.glob("stream_mixture-*.json")))
-    assert cli.main(["repro", str(mixture)]) == 2
+    epochs = STREAMS / "trainers" / "stream_trainer_epochs-L18.json"
+    assert cli.main(["repro", str(epochs)]) == 2
     err = capsys.readouterr().err
-    assert "property 'stream_mixture'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
+    assert "property 'stream_trainer_epochs'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
     packer = next(p for p in sorted(STREAMS.parent.glob("budget-packer-*.json")))
     assert cli.main(["repro", str(packer)]) == 2
     assert "stream_resume" in capsys.readouterr().err
