@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     search_options(f, "fuzz")
     f.add_argument("--minutes", type=float, required=True)
     f.add_argument("--seed", type=int, help="first round's seed (default: a fresh one, printed in the report)")
+    f.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="run the campaign in N processes, the (property, component) pairs dealt out among them, all "
+                        "writing one example database (default: 1, this process)")
     component_option(f)
 
     r = sub.add_parser("replay", help="replay one saved failure; exit 1 if it still fails")
@@ -221,16 +224,22 @@ def cmd_fuzz(args) -> int:
 
     _check_properties(args.properties)
     _check_positive("--minutes", args.minutes)
+    _check_positive("--workers", args.workers)
     target = resolve(args.target)
     _check_components(target, args.components)
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
-    print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}); "
+    workers = f" in {args.workers} processes" if args.workers > 1 else ""
+    print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}){workers}; "
           f"failures go to {_corpus_dir(args)}", file=sys.stderr)
-    with trainers.only(args.trainers):
-        result = fuzz(target, args.minutes, seed=seed, corpus_dir=_corpus_dir(args), only=args.properties,
-                      database=_database(args), profile=args.profile,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True), step_timeout_s=_step_timeout(args),
-                      components=args.components)
+    kw = dict(seed=seed, corpus_dir=_corpus_dir(args), only=args.properties, database=_database(args),
+              profile=args.profile, step_timeout_s=_step_timeout(args), components=args.components)
+    if args.workers > 1:
+        from .fuzz_workers import fuzz_in_workers
+
+        result = fuzz_in_workers(args.target, args.workers, chosen_trainers=args.trainers, minutes=args.minutes, **kw)
+    else:
+        with trainers.only(args.trainers):
+            result = fuzz(target, args.minutes, progress=lambda line: print(line, file=sys.stderr, flush=True), **kw)
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
     return 1 if result.failed else 0
 

@@ -45,6 +45,8 @@ class FuzzReport:
     pairs: list[PairStats] = field(default_factory=list)
     saved: list[str] = field(default_factory=list)
     skipped: list[Result] = field(default_factory=list)
+    #: with ``--workers N``: per worker process, its pairs' examples and seconds (``fuzz_workers``)
+    workers: list[dict] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -54,20 +56,29 @@ class FuzzReport:
 def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | None, only: Iterable[str] | None = None,
          database: str | None = None, profile: str = "fuzz", clock: Callable[[], float] = time.monotonic,
          progress: Callable[[str], None] = lambda line: None,
-         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, components: Iterable[str] | None = None) -> FuzzReport:
+         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, components: Iterable[str] | None = None,
+         shard: tuple[int, int] = (0, 1)) -> FuzzReport:
     """Round-robin over the (property, component) pairs until ``minutes`` have passed (``only`` and
     ``components`` narrow them, as ``check``'s do). Round r uses seed ``seed + r``; a run is sized to the time
     left from the pair's measured rate. ``step_timeout_s``: the wall-time bound on a loader's iter() and next()
-    (``properties.watchdog``)."""
+    (``properties.watchdog``). ``shard=(i, n)``: only the pairs at positions i, i + n, ... of the plan (the
+    skipped ones reported by shard 0), so n processes share a campaign (``properties.fuzz_workers``); a pair
+    runs with the same seeds whatever the shard."""
+    index, count = shard
+    if not (0 <= index < count):
+        raise ValueError(f"shard={shard}: the index must be in 0..{count - 1}")
     profiles.register()
     ceiling = settings.get_profile(profile).max_examples
     deadline = clock() + 60.0 * minutes
     report = FuzzReport(target.name, seed, minutes)
     live: list[tuple] = []
-    for prop, component in plan(target, only, components):
+    for position, (prop, component) in enumerate(plan(target, only, components)):
         reason = skip_reason(target, prop, component)
         if reason:
-            report.skipped.append(skipped(target, prop, component, reason))
+            if index == 0:
+                report.skipped.append(skipped(target, prop, component, reason))
+            continue
+        if position % count != index:
             continue
         stats = PairStats(prop.name, component.name)
         report.pairs.append(stats)

@@ -86,7 +86,8 @@ def fuzz_json(report: FuzzReport) -> dict:
                          "message": p.failure.message if p.failure else "",
                          "class": p.failure.verdict if p.failure else None,
                          "trainers": list(p.failure.trainers) if p.failure else []} for p in report.pairs]
-            + [r.to_json() for r in report.skipped]}
+            + [r.to_json() for r in report.skipped],
+            **({"workers": report.workers} if report.workers else {})}
 
 
 def fuzz_text(report: FuzzReport) -> str:
@@ -94,6 +95,10 @@ def fuzz_text(report: FuzzReport) -> str:
     rows += [(r.property, r.component, "skip", 0, 0) for r in report.skipped]
     out = [f"fuzz target {report.target}; {report.minutes:g} min, {report.rounds} rounds from seed {report.seed}",
            _table(("property", "component", "status", "examples", "rounds"), rows)]
+    if report.workers:
+        out.append("\n" + _table(("worker", "pairs", "examples", "rounds", "examples/s"),
+                                  [(w["worker"], w["pairs"], w["examples"], w["rounds"], w["examples_per_s"])
+                                   for w in report.workers]))
     for p in report.pairs:
         if p.failure is not None:
             verdict = (f" ({p.failure.verdict}; trainers: {', '.join(p.failure.trainers) or '-'})"

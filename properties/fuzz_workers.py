@@ -1,0 +1,55 @@
+"""``fuzz --workers N``: one campaign in N processes on one machine.
+
+The (property, component) pairs are dealt out by position (``fuzz(shard=(i, N))``), each process resolves the
+target by name and fuzzes its share until the same deadline, and all of them write one Hypothesis example
+database (a directory, which Hypothesis keeps safe for concurrent writers), so a failure one process found is
+replayed first by every later run. A pair runs with the seeds it would have in a single process: only the time
+it gets changes. The reports merge into one, with each worker's examples and rate.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from . import trainers
+from .fuzz import FuzzReport, fuzz
+from .targets import resolve
+
+
+def _shard(target: str, index: int, count: int, chosen_trainers: tuple[str, ...] | None, kw: dict[str, Any]) -> FuzzReport:
+    def progress(line: str) -> None:
+        print(f"[worker {index}] {line}", file=sys.stderr, flush=True)
+
+    with trainers.only(chosen_trainers):
+        return fuzz(resolve(target), shard=(index, count), progress=progress, **kw)
+
+
+def merge(reports: list[FuzzReport]) -> FuzzReport:
+    """One report of a campaign run in shards: every shard's pairs and saved files, the skips of shard 0."""
+    first = reports[0]
+    merged = FuzzReport(first.target, first.seed, first.minutes, rounds=max(r.rounds for r in reports))
+    for i, r in enumerate(reports):
+        merged.pairs += r.pairs
+        merged.saved += r.saved
+        merged.skipped += r.skipped
+        examples, seconds = sum(p.examples for p in r.pairs), sum(p.seconds for p in r.pairs)
+        merged.workers.append({"worker": i, "pairs": len(r.pairs), "examples": examples, "rounds": r.rounds,
+                               "seconds": round(seconds, 3),
+                               "examples_per_s": round(examples / seconds, 3) if seconds > 0 else 0.0})
+    return merged
+
+
+def fuzz_in_workers(target: str, workers: int, *, chosen_trainers: tuple[str, ...] | None = None,
+                    **kw: Any) -> FuzzReport:
+    """``fuzz`` over ``workers`` processes (``kw``: ``fuzz``'s keywords but the target, progress and shard)."""
+    if workers < 1:
+        raise ValueError(f"workers={workers}: at least 1")
+    # spawn: a fresh interpreter per worker, so no lock or thread of this process is inherited mid-state (the
+    # loader properties fork DataLoader workers of their own inside each)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(_shard, target, i, workers, chosen_trainers, kw) for i in range(workers)]
+        return merge([f.result() for f in futures])
