@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--corpus", default=None, metavar="DIR",
                         help="save failures into this corpus (e.g. tests/regressions); default: a scratch directory, "
                              "$XDG_CACHE_HOME/dynbsz-harness/failures")
-        sp.add_argument("--database", default=None, metavar="DIR",
-                        help="Hypothesis example database directory (default: $DYNBSZ_HYPOTHESIS_DB, else "
+        sp.add_argument("--database", default=None, metavar="SPEC",
+                        help="Hypothesis example database: a directory, redis://HOST:PORT[/DB], ro:SPEC (read only) "
+                             "or SPEC,SPEC (all at once) (default: $DYNBSZ_HYPOTHESIS_DB, else "
                              "$XDG_CACHE_HOME/dynbsz-harness/hypothesis); 'none' for no database")
         sp.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
         trainer_option(sp)
@@ -189,9 +190,17 @@ def _say_where_saved(args, results) -> None:
 
 
 def _database(args) -> str | None:
+    """The --database value (a directory, redis://HOST:PORT, ro:SPEC, SPEC,SPEC; none), checked here, at the
+    command line, rather than in the first property that opens it."""
     if args.database is None:
         return profiles.database_dir()
-    return None if args.database.lower() == "none" else args.database
+    if args.database.lower() == "none":
+        return None
+    try:
+        profiles.example_database(args.database)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return args.database
 
 
 def _check_components(target, wanted: Sequence[str] | None) -> None:

@@ -13,6 +13,7 @@ import os
 from typing import Iterator
 
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase, ReadOnlyDatabase
 
 from dynbsz.paths import cache_dir
 
@@ -21,6 +22,40 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 # ci and dev leave out the target phase: its hill-climbing (guided by the suite's target() calls)
 # roughly doubles the examples run, which pays off in long fuzz runs, not in a 15-minute suite.
 _QUICK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+
+def example_database(spec: str | None):
+    """The Hypothesis example database a ``--database`` value (or ``$DYNBSZ_HYPOTHESIS_DB``) names:
+
+    * a directory (``DirectoryBasedExampleDatabase``, safe for several processes at once);
+    * ``redis://HOST:PORT[/DB]``: a Redis server shared by a team (``RedisExampleDatabase``; needs the
+      ``redis`` package, installed by ``ci/install.sh --test``);
+    * ``ro:SPEC``: SPEC read but never written (``ReadOnlyDatabase``);
+    * ``SPEC,SPEC,...``: all of them at once (``MultiplexedDatabase``): e.g. ``~/.cache/db,ro:redis://ci:6379``,
+      a developer's own database beside a read-only view of the one CI writes.
+
+    None or an empty string: no database."""
+    if not spec:
+        return None
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if len(parts) > 1:
+        return MultiplexedDatabase(*(example_database(p) for p in parts))
+    part = parts[0]
+    if part.startswith("ro:"):
+        return ReadOnlyDatabase(example_database(part[3:]))
+    if part.startswith("redis://"):
+        try:  # Hypothesis's own integration (hypothesis.extra.redis), importable only with the redis client
+            import redis
+            from hypothesis.extra.redis import RedisExampleDatabase
+        except ImportError:
+            raise ValueError(f"--database {part}: a Redis database needs the redis package "
+                             "(bash ci/install.sh --test); allowed values: a directory, redis://HOST:PORT[/DB], "
+                             "ro:SPEC, SPEC,SPEC, none") from None
+        return RedisExampleDatabase(redis.Redis.from_url(part))
+    if "://" in part:
+        raise ValueError(f"--database {part}: unknown scheme; allowed values: a directory, redis://HOST:PORT[/DB], "
+                         "ro:SPEC, SPEC,SPEC, none")
+    return DirectoryBasedExampleDatabase(part)
 
 
 def database_dir() -> str:
@@ -51,12 +86,8 @@ def _database() -> dict:
     """``DYNBSZ_HYPOTHESIS_DB=DIR`` keeps Hypothesis's example database outside the checkout, so
     failures found in one CI run are replayed first in the next (.ci/run points it at the user's
     cache directory); unset, Hypothesis uses ``.hypothesis/`` in the working directory."""
-    path = os.environ.get("DYNBSZ_HYPOTHESIS_DB")
-    if not path:
-        return {}
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
-    return {"database": DirectoryBasedExampleDatabase(path)}
+    spec = os.environ.get("DYNBSZ_HYPOTHESIS_DB")
+    return {"database": example_database(spec)} if spec else {}
 
 
 def register() -> None:

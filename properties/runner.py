@@ -22,7 +22,6 @@ from typing import Any, Iterable
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
 
 from dynbsz.errors import DroppedSampleWarning
@@ -135,7 +134,7 @@ def _settings(rs: RunSettings, prop: Property | None = None) -> settings:
     # An explicit count is taken as asked; a profile's is scaled by what the property's examples cost.
     examples = rs.max_examples or (prop.examples_for(base.max_examples) if prop is not None
                                    else base.max_examples)
-    return settings(base, database=DirectoryBasedExampleDatabase(rs.database) if rs.database else None,
+    return settings(base, database=profiles.example_database(rs.database),
                     max_examples=examples, deadline=None, print_blob=True,
                     report_multiple_bugs=False, verbosity=Verbosity.quiet, phases=phases,
                     suppress_health_check=list(HealthCheck))
