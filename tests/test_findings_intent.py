@@ -118,3 +118,30 @@ def test_each_report_opens_with_one_table_of_every_finding(report):
         assert cells[1] in CLASSES, f"{report} {finding}: class {cells[1]!r}; allowed values: {sorted(CLASSES)}"
         assert cells[4] in {"high", "medium", "low"}, f"{report} {finding}: severity {cells[4]!r}"
         assert cells[7] == "none found" or "https://github.com/" in cells[7], f"{report} {finding}: {cells[7]!r}"
+
+
+def finding_sections(text: str) -> dict[str, int]:
+    """Each ``### <ID>. ...`` section's length in lines, up to the next ``###`` or ``##`` heading."""
+    sizes, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("## ") or line.startswith("### "):
+            m = re.match(r"^### ([A-Z]\d+)\. ", line)
+            current = m.group(1) if m else None
+            if current:
+                sizes[current] = 0
+        elif current:
+            sizes[current] += 1
+    return sizes
+
+
+def test_finding_sections_are_measured_as_the_heading_says():
+    text = "## A\n### V1. x\na\nb\n### V1 (history)\nc\n## B\n### V2. y\nd\n"
+    assert finding_sections(text) == {"V1": 2, "V2": 1}
+
+
+@pytest.mark.parametrize("report", ["veomni-0.1.12-conformance.md", "litdata-0.2.76-conformance.md",
+                                    "hf-datasets-5.2.0-conformance.md"])
+def test_every_finding_section_reads_in_at_most_30_lines(report):
+    # histories, superseded fixes and secondary examples go to the report's appendix (issue 25, part 4)
+    sizes = finding_sections((DOCS / report).read_text())
+    assert sizes and {k: n for k, n in sizes.items() if n > 30} == {}
