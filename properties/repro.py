@@ -48,17 +48,21 @@ class ReproError(ValueError):
     """An entry this generator cannot write a script for; the message names what it supports."""
 
 
+def _close(sc: StreamScenario) -> list[str]:
+    """``close(loader)``, as ``loader_targets.shutdown_workers``: a restarted job's workers are gone before the new
+    loader starts its own (outcomes can differ while the old ones live: H8's example passes then)."""
+    if not sc.num_workers:
+        return []
+    return ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+            "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
+
+
 def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
     """``run_schedule``'s loop over a stream scenario, with only the branches the example uses."""
     on_resume = sc.checkpoint_on_resume
     copy = "pickle.loads(pickle.dumps({}))"  # the state as a checkpoint file carries it
     hook = [f"        {epoch_hook}"] if epoch_hook else []
-    lines = []
-    if sc.num_workers:
-        # as loader_targets.shutdown_workers: a restarted job's workers are gone before the new loader starts its
-        # own (outcomes can differ while the old ones live: H8's example passes then)
-        lines += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
-                  "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
+    lines = _close(sc)
     lines += ["def run(points" + (", at_epoch_end=False):" if sc.restore_at_epoch_end else "):"),
              '    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""',
              "    loader, steps" + (", pending = make(), [], []" if on_resume else " = make(), []"),
@@ -98,10 +102,7 @@ def _torchdata_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str
     """``trainers._torchdata_run`` over a stream scenario: torchdata's documented loop, a checkpoint after every
     step, a killed job restarted from its last checkpoint with a fresh loader that re-enters the saved epoch."""
     hook = [f"            {epoch_hook}"] if epoch_hook else []
-    lines = []
-    if sc.num_workers:
-        lines += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
-                  "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
+    lines = _close(sc)
     lines += ["def run(kills):",
               '    """torchdata\'s documented loop (its README, "Saving and loading state"): state_dict() after every',
               '    step; a job killed after a step in kills restarts from its last checkpoint: a fresh loader, load_state_dict,',
