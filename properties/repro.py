@@ -3,8 +3,9 @@
 The script imports only the library under test (with torch and torchdata where its loader needs them)
 and the standard library, never this project. It inlines three things as plain code:
 
-* the example's data and loader, written by the component's ``repro_setup`` (each adapter renders the
-  construction it performs, with the scenario's values as literals: ``make()``, ``set_epoch``, ``ids``);
+* the example's data and loader, written by the component's ``repro_setup`` (``targets.stream.ReproSetup``:
+  each adapter renders the construction it performs, with the scenario's values as literals: ``make()``,
+  the expression of a batch's sample ids, the statement run before each epoch);
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
   (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
   only the parts the example uses, or the ``torchdata`` trainer model's loop (``trainers._torchdata_run``);
@@ -17,9 +18,8 @@ script to the harness: the batches it prints are the harness's own runs of the s
 
 Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
-under torchdata's;
-anything else is refused with what is supported (the hand-written scripts under ``docs/repros/`` cover the
-rest of what is committed).
+under torchdata's; anything else is refused with what is supported (the hand-written scripts under
+``docs/repros/`` cover the rest of what is committed).
 """
 
 from __future__ import annotations
