@@ -50,7 +50,8 @@ class ReproError(ValueError):
 
 def _close(sc: StreamScenario) -> list[str]:
     """``close(loader)``, as ``loader_targets.shutdown_workers``: a restarted job's workers are gone before the new
-    loader starts its own (outcomes can differ while the old ones live: H8's example passes then)."""
+    loader starts its own (outcomes can differ while the old ones live: H8's example, a race, passed in every run
+    tried that way, and fails in most with them stopped)."""
     if not sc.num_workers:
         return []
     return ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
