@@ -138,7 +138,10 @@ def classify(target: Target, result: Result) -> Result:
     component = target.component(result.component)
     if result.property == "loader_stateful":
         return replace(result, verdict="contract gap", trainers=("adversarial",))
-    if result.property in ("trainer_resume", "stream_trainer_resume", "stream_trainer_epochs"):
+    if result.property in ("trainer_resume", "stream_trainer_resume", "stream_trainer_epochs", "no_hang",
+                           "stream_no_hang"):
+        # run under the trainers themselves (a no-hang of a component with a step budget runs under its trainer;
+        # otherwise under no trainer loop at all): the trainers are the ones the message names
         trainers = tuple(t for t in TRAINERS if under_trainer(t) in result.message)
         return replace(result, verdict="bug", trainers=trainers)
     if (result.property == "stream_mixture" and isinstance(component, StreamComponent)

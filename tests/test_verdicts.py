@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from properties import cli, suite, trainers, verdicts
-from properties.runner import replay_example
+from properties.runner import Result, replay_example
 from properties.scenarios import LoaderScenario, encode_loader_scenario
 from properties.targets import LoaderComponent, TargetError, resolve
 
@@ -123,3 +123,16 @@ def test_a_crash_under_a_trainer_is_a_reproduction_under_that_trainer():
                        match=r"under trainer 'torchdata', preempted after global steps \[2\]: the loader raised "
                              r"RuntimeError: generator raised StopIteration"):
         suite.get("trainer_resume").check(comp, sc)
+
+
+def test_a_hang_under_a_trainer_is_credited_to_that_trainer_and_one_under_no_loop_to_none():
+    # stream_no_hang of a component with a step budget (torchtitan's) runs under its trainer model, and the watchdog
+    # names it; the suite's plain loop names none (a hang there is a bug whatever trainer drives the loader)
+    target = resolve("dynbsz")
+    under = verdicts.classify(target, Result(
+        "dynbsz", "stream_no_hang", "loader:main", "fail",
+        message=f"no hang: next() did not return ({trainers.under_trainer('torchtitan')}, preempted after [])"))
+    assert (under.verdict, under.trainers) == ("bug", ("torchtitan",))
+    plain = verdicts.classify(target, Result("dynbsz", "no_hang", "loader:main", "fail",
+                                                      message="no hang: one pass yielded 55 steps (no checkpoints)"))
+    assert (plain.verdict, plain.trainers) == ("bug", ())
