@@ -108,8 +108,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "under test (exit 1 while the bug is present, 0 once fixed)")
     w.add_argument("file")
     w.add_argument("--trainer", choices=repro.TRAINERS, default=None,
-                   help="the trainer model whose loop the script inlines (default: adversarial, the schedule the "
-                        "example was drawn for)")
+                   help="the trainer model whose loop the script inlines (default: the one the failure names, "
+                        "else the adversarial schedule the example was drawn for)")
     w.add_argument("--out", default=None, metavar="PATH", help="write the script here (default: print it)")
 
     m = sub.add_parser("mutants", help="mutation report: is every deliberately broken variant caught?")
