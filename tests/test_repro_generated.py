@@ -4,7 +4,8 @@ Each stream finding pinned in the corpus (tests/regressions/streams/, its ``find
 property the generator writes is turned into a script, which is run from an empty folder with nothing of this
 project importable, as on a maintainer's machine: it must exit 1 on the release, and the batches it prints for
 its uninterrupted and its resumed run must be the harness's own runs of the same example (``stream_props``),
-so a script that drifts from the loop it inlines fails here. Where the harness's run crashes (a finding that
+so a script that drifts from the loop it inlines fails here (with two or more workers, the uninterrupted run
+only: which batches a restore finds in flight is timing). Where the harness's run crashes (a finding that
 is a crash), the script must crash with the same exception. A finding that shows only when a worker loses a
 race (``RACES``: its pin slows the workers, tests/test_hf_conformance.py) is left out: its script, like its replay,
 fails only now and then, and says so.
@@ -103,7 +104,16 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
         exception = harness.split(":")[0]
         assert exception in done.stderr, (harness[:300], done.stderr[-2000:])
         return
-    assert [tuple(s) for s in printed(done.stdout, "uninterrupted")] == harness[0], done.stdout
+    sc = decode_stream_scenario(entry["example"])
+    # persistent workers abandoned by an early break run their prefetch when they run (H8): even the uninterrupted
+    # run's next epoch is timing there
+    if not (corpus.timing_may_matter(entry) and sc.persistent_workers and sc.break_after is not None):
+        assert [tuple(s) for s in printed(done.stdout, "uninterrupted")] == harness[0], done.stdout
+    if corpus.timing_may_matter(entry):
+        # two or more workers: which batches a restore finds in flight is timing, so the resumed runs of the script
+        # and of the harness may fail differently (H9's did, once in a fresh-clone suite); each must fail, which the
+        # exit code above and the corpus pins say, and the uninterrupted run (no restore: round-robin order) agrees
+        return
     second = "preempted" if entry["property"] == "stream_trainer_resume" else "resumed"
     assert [tuple(s) for s in printed(done.stdout, second)] == harness[1], done.stdout
 
