@@ -40,6 +40,7 @@ VERDICT_FILES = (
     "tests/test_veomni_builders.py",
     "tests/test_loader_no_hang.py",      # the no-hang mutants (a silent worker, a stuck rank) and their bounds
     "tests/test_repros.py",              # the standalone reproducers, on the release and with their diffs
+    "tests/test_repro_generated.py",     # the scripts `properties repro` writes, against the harness's runs
 )
 
 
