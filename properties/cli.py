@@ -228,6 +228,11 @@ def cmd_check(args) -> int:
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
+def _progress(line: str) -> None:
+    """A campaign's progress lines, on stderr (module level: ``fuzz --workers`` pickles it into each worker)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def cmd_fuzz(args) -> int:
     from .fuzz import fuzz
 
@@ -245,10 +250,11 @@ def cmd_fuzz(args) -> int:
     if args.workers > 1:
         from .fuzz_workers import fuzz_in_workers
 
-        result = fuzz_in_workers(args.target, args.workers, chosen_trainers=args.trainers, minutes=args.minutes, **kw)
+        result = fuzz_in_workers(args.target, args.workers, chosen_trainers=args.trainers, minutes=args.minutes,
+                                 progress=_progress, **kw)
     else:
         with trainers.only(args.trainers):
-            result = fuzz(target, args.minutes, progress=lambda line: print(line, file=sys.stderr, flush=True), **kw)
+            result = fuzz(target, args.minutes, progress=_progress, **kw)
     _emit(report.fuzz_json(result) if args.json else report.fuzz_text(result), args.json)
     return 1 if result.failed else 0
 

@@ -9,22 +9,25 @@ it gets changes. The reports merge into one, with each worker's examples and rat
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
-import sys
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from . import trainers
 from .fuzz import FuzzReport, fuzz
 from .targets import resolve
 
 
-def _shard(target: str, index: int, count: int, chosen_trainers: tuple[str, ...] | None, kw: dict[str, Any]) -> FuzzReport:
-    def progress(line: str) -> None:
-        print(f"[worker {index}] {line}", file=sys.stderr, flush=True)
+def _prefixed(progress: Callable[[str], None], index: int, line: str) -> None:
+    progress(f"[worker {index}] {line}")
 
+
+def _shard(target: str, index: int, count: int, chosen_trainers: tuple[str, ...] | None,
+           progress: Callable[[str], None], kw: dict[str, Any]) -> FuzzReport:
     with trainers.only(chosen_trainers):
-        return fuzz(resolve(target), shard=(index, count), progress=progress, **kw)
+        return fuzz(resolve(target), shard=(index, count), progress=functools.partial(_prefixed, progress, index),
+                    **kw)
 
 
 def merge(reports: list[FuzzReport]) -> FuzzReport:
@@ -42,14 +45,19 @@ def merge(reports: list[FuzzReport]) -> FuzzReport:
     return merged
 
 
+def _quiet(line: str) -> None:
+    pass
+
+
 def fuzz_in_workers(target: str, workers: int, *, chosen_trainers: tuple[str, ...] | None = None,
-                    **kw: Any) -> FuzzReport:
-    """``fuzz`` over ``workers`` processes (``kw``: ``fuzz``'s keywords but the target, progress and shard)."""
+                    progress: Callable[[str], None] = _quiet, **kw: Any) -> FuzzReport:
+    """``fuzz`` over ``workers`` processes (``kw``: ``fuzz``'s keywords but the target and shard). ``progress`` is
+    called in each worker with its lines, prefixed ``[worker i]``: a module-level function (it is pickled)."""
     if workers < 1:
         raise ValueError(f"workers={workers}: at least 1")
     # spawn: a fresh interpreter per worker, so no lock or thread of this process is inherited mid-state (the
     # loader properties fork DataLoader workers of their own inside each)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(_shard, target, i, workers, chosen_trainers, kw) for i in range(workers)]
+        futures = [pool.submit(_shard, target, i, workers, chosen_trainers, progress, kw) for i in range(workers)]
         return merge([f.result() for f in futures])

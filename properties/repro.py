@@ -33,6 +33,7 @@ from . import corpus
 from . import stream_props as S
 from .stream_fixes import HF_FIXES, LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
+from .stream_suite import trainer_kills
 from .targets import resolve
 from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
@@ -148,7 +149,7 @@ def _judge_exact() -> str:
 
 
 def _judge_once() -> str:
-    return _SHOW + textwrap.dedent("""\
+    return _EPOCH_IDS + "\n" + _SHOW + textwrap.dedent("""\
         for e in range(EPOCHS):
             a, b = epoch_ids(uninterrupted, e), epoch_ids(resumed, e)
             if len(set(b)) != len(b) or set(a) != set(b):  # each epoch's samples once, in any order
@@ -272,12 +273,10 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         if level == "none":
             raise ReproError(f"{path}: {component.name} promises nothing on a resume here ({reason})")
     if prop == "stream_trainer_resume":
-        kills = sorted({k for k in sc.checkpoints if k > 0})
         loop = _torchdata_loop(sc, code.ids, code.epoch_hook)
         judge = _judge_exact() if level == "exact" else _judge_per_epoch()
         judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
-        schedule = f"uninterrupted = run([])\npreempted = run({kills})\n"
-        level = "per-epoch"
+        schedule = f"uninterrupted = run([])\npreempted = run({list(trainer_kills(sc))})\n"
     elif prop in ("stream_resume", "stream_mixture"):
         if prop == "stream_resume":
             judge = _judge_exact() if level == "exact" else _judge_once()
@@ -295,11 +294,10 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         judge = _judge_exactly_once(sc, loss, reason)
         schedule = f"uninterrupted = run([])\nresumed = run({list(sc.checkpoints)}{at_end})\n"
     stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib, *(["math"] if prop == "stream_mixture" else [])})]
-    helper = [_EPOCH_IDS.rstrip(), ""] if level == "once" else []
     described = ("the harness's adversarial schedule" if trainer == "adversarial"
-                 else f"trainer model {trainer!r}, preempted after global steps {sorted({k for k in sc.checkpoints if k > 0})}")
+                 else f"trainer model {trainer!r}, preempted after global steps {list(trainer_kills(sc))}")
     body = [_header(entry, code.library, path, described), "", *stdlib, "", *sorted(code.imports), "",
-            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "", *helper, schedule.rstrip(), judge.rstrip()]
+            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "", schedule.rstrip(), judge.rstrip()]
     return "\n".join(body) + "\n"
 
 

@@ -54,12 +54,17 @@ def trainer_kw(component: StreamComponent, trainer: str, sc: StreamScenario) -> 
     return kw
 
 
+def trainer_kills(sc: StreamScenario) -> tuple[int, ...]:
+    """Where a stream scenario preempts a trainer: its checkpoint batches, as global steps (0 is no preemption)."""
+    return tuple(sorted({k for k in sc.checkpoints if k > 0}))
+
+
 def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer: str) -> None:
     """Preempt ``trainer`` after the scenario's checkpoint batches (as global steps): what survives
     must be its uninterrupted run, batch for batch where the loader promises an exact resume, each
     sample once per epoch where it promises that, and at most once where it documents losing some."""
     level, reason = component.resume_promise(sc)
-    kills = tuple(sorted({k for k in sc.checkpoints if k > 0}))
+    kills = trainer_kills(sc)
     if level == "none":
         # a documented loss on resume ("examples from shuffle buffers are lost") is no licence to deliver twice
         T.check_under(T.get(trainer), component.make_loader, sc, kills, lossy=True,

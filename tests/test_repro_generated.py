@@ -65,7 +65,7 @@ def harness_runs(entry: dict) -> tuple[list, list] | str:
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
     kw = dict(ids_of=component.ids_of, codec=component.state_codec)
     if entry["property"] == "stream_trainer_resume":
-        trainer, kills = T.get("torchdata"), tuple(sorted({k for k in sc.checkpoints if k > 0}))
+        trainer, kills = T.get("torchdata"), SS.trainer_kills(sc)
         runs = [trainer.run(component.make_loader, sc, preempt_after=k, **SS.trainer_kw(component, "torchdata", sc))
                 for k in ((), kills)]
         # one micro-batch a step: the script prints its ids flat

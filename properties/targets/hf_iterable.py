@@ -72,14 +72,17 @@ def _source(sc: StreamScenario, k: int):
     return ds.to_iterable_dataset(num_shards=_source_shards(sc, k))
 
 
+def _probabilities(sc: StreamScenario) -> list[float] | None:
+    return None if sc.weights is None else [w / sum(sc.weights) for w in sc.weights]
+
+
 def build_dataset(sc: StreamScenario):
     v = lib()
     sources = [_source(sc, k) for k in range(len(sc.sources))]
     if sc.mix == "single":
         ds = sources[0]
     else:
-        probs = None if sc.weights is None else [w / sum(sc.weights) for w in sc.weights]
-        ds = v.interleave_datasets(sources, probabilities=probs, seed=sc.seed)
+        ds = v.interleave_datasets(sources, probabilities=_probabilities(sc), seed=sc.seed)
     if sc.shuffle:
         ds = ds.shuffle(seed=sc.seed, buffer_size=sc.shuffle_buffer)
     if sc.dp_size > 1:
@@ -131,8 +134,7 @@ def repro_setup(sc: StreamScenario) -> ReproSetup:
                 f"SHARDS = {shards}  # ceil(size / {sc.chunk_size}) shards each", "", "def make():",
                 "    parts = [Dataset.from_dict({'id': [1000 * k + i for i in range(n)]}).to_iterable_dataset(num_shards=s)",
                 "             for k, (n, s) in enumerate(zip(SOURCES, SHARDS))]"]
-        probs = None if sc.weights is None else [w / sum(sc.weights) for w in sc.weights]
-        code += [f"    ds = interleave_datasets(parts, probabilities={probs}, seed={sc.seed})"]
+        code += [f"    ds = interleave_datasets(parts, probabilities={_probabilities(sc)}, seed={sc.seed})"]
     if sc.shuffle:
         code += [f"    ds = ds.shuffle(seed={sc.seed}, buffer_size={sc.shuffle_buffer})"]
     if sc.dp_size > 1:
@@ -182,7 +184,7 @@ MIN_SHARDS_TO_DIFFER = 8
 
 
 def _shards(sc: StreamScenario) -> int:
-    return sum(max(1, min(n, math.ceil(n / sc.chunk_size))) for n in sc.sources)
+    return sum(_source_shards(sc, k) for k in range(len(sc.sources)))
 
 
 def reshuffles(sc: StreamScenario):

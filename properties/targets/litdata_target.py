@@ -83,6 +83,12 @@ def ids_of(batch: Any) -> tuple:
     return tuple(sid for part in batch for sid in ids_of(part))
 
 
+def dataset_drop_last(sc: StreamScenario) -> bool:
+    """What StreamingDataset is given: world_size > 1 forces drop_last=True and warns, so pass it only where
+    litdata accepts it."""
+    return sc.drop_last if sc.dp_size == 1 else True
+
+
 class LitdataLoader(DelegatingLoader):
     """``classes``: where the loader and the mixtures come from (default: litdata as released; the
     fixed target, ``properties.stream_fixes``, passes its patched subclasses)."""
@@ -95,8 +101,7 @@ class LitdataLoader(DelegatingLoader):
         self._saved = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)
         v = classes or lib()
-        # world_size > 1 forces drop_last=True and warns; pass it only where litdata accepts it
-        drop_last = sc.drop_last if sc.dp_size == 1 else True
+        drop_last = dataset_drop_last(sc)
         datasets = [v.StreamingDataset(d, shuffle=sc.shuffle, seed=sc.seed, drop_last=drop_last) for d in dirs]
         if sc.mix == "single":
             ds = datasets[0]
@@ -130,7 +135,7 @@ def repro_setup(sc: StreamScenario) -> ReproSetup:
     mixture = {"single": "", "combined": "CombinedStreamingDataset, ", "parallel": "ParallelStreamingDataset, "}[sc.mix]
     imports = (f"from litdata import {mixture}StreamingDataLoader, StreamingDataset",
                "from litdata.streaming.writer import BinaryWriter")
-    drop_last = sc.drop_last if sc.dp_size == 1 else True   # litdata forces it in a distributed setting
+    drop_last = dataset_drop_last(sc)
     code = [f"SOURCES = {list(sc.sources)}  # source k's sample i is {{'id': 1000 * k + i}}",
             "ROOT = tempfile.mkdtemp()", "for k, n in enumerate(SOURCES):",
             f"    w = BinaryWriter(os.path.join(ROOT, str(k)), chunk_size={sc.chunk_size})",
