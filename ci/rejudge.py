@@ -30,7 +30,23 @@ FIXED = {"L": "properties.stream_fixes:litdata_fixed", "H": "properties.stream_f
 
 def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
     """stream_trainer_resume on every fix but ``finding``'s: the first failure, and whether the fixed
-    target passes that example."""
+    target passes that example. HF's fixes are diffs: its search runs in a process whose copy of the
+    library carries them (properties.targets.patched)."""
+    if prefix == "H":
+        from properties.targets.patched import HF
+
+        out = HF.call(HF.without(finding), "ci.rejudge:search_here", prefix, finding, examples, seed)
+    else:
+        out = search_here(prefix, finding, examples, seed)
+    if out["status"] == "fail" and out["minimal_example"] is not None:
+        entry = {"property": "stream_trainer_resume", "component": out["component"],
+                 "example": out["minimal_example"], "target": FIXED[prefix]}
+        out["fixed_status"] = corpus.replay(entry).status
+    return out
+
+
+def search_here(prefix: str, finding: str, examples: int, seed: int) -> dict:
+    """``search``'s search, in this process."""
     from properties import stream_fixes
 
     fixes = [f for f in (stream_fixes.ALL_LITDATA if prefix == "L" else stream_fixes.ALL_HF) if f != finding]
@@ -39,12 +55,8 @@ def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
     component = target.components[0]
     rs = RunSettings(profile="ci", seed=seed, max_examples=examples, database=None)
     result = verdicts.classify(target, run_property(target, prop, component, rs))
-    out = {"status": result.status, "examples": result.examples, "trainers": list(result.trainers),
-           "message": result.message[:400], "minimal_example": result.minimal_example}
-    if result.status == "fail" and result.minimal_example is not None:
-        fixed = resolve(FIXED[prefix])
-        out["fixed_status"] = replay_example(fixed, prop, component.name, result.minimal_example).status
-    return out
+    return {"status": result.status, "examples": result.examples, "trainers": list(result.trainers),
+            "message": result.message[:400], "minimal_example": result.minimal_example, "component": component.name}
 
 
 def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0, seed: int = 1,

@@ -9,18 +9,20 @@ is a regression test for the production code). The project's tests replay every 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from dynbsz.paths import cache_dir
 
 from . import suite
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
+from .targets.patched import PATCH_SETS, PatchSet
 
 FORMAT = "properties.regression/1"
 #: The project's own corpus: what its tests replay. ``check`` and ``fuzz`` write here only when asked
@@ -143,10 +145,27 @@ def files(corpus_dir: str | Path) -> list[Path]:
 
 def replay(entry: dict[str, Any], target: str | None = None, **kw: Any) -> Result:
     """Replay a loaded entry on its own target, or on ``target`` (``kw``: ``replay_example``'s, the wall-time
-    bound). Raises TargetError for a bad target."""
+    bound). A ``:fixed`` target whose library is a patched copy (``targets.patched``) replays in a process
+    that imports the copy. Raises TargetError for a bad target."""
     name = target or entry["target"]
+    patch_set = PATCH_SETS.get(name)
+    if patch_set is not None and patch_set.applied() is None and patch_set.installed():
+        return replay_with_fixes(entry, patch_set, None, **kw)
     prop = suite.get(entry["property"])
     return replay_example(resolve(name), prop, entry["component"], entry["example"], **kw)
+
+
+def replay_with_fixes(entry: dict[str, Any], patch_set: PatchSet, fixes: Iterable[str] | None,
+                      **kw: Any) -> Result:
+    """Replay the entry on the released adapter in a process whose library carries ``fixes`` of
+    ``patch_set`` (None: all): how a pin shows that an example passes with its fix and fails without."""
+    out = patch_set.call(fixes, "properties.corpus:replay_here", entry, patch_set.released, kw)
+    return Result(**{**out, "trainers": tuple(out["trainers"])})
+
+
+def replay_here(entry: dict[str, Any], target: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """``replay`` in this process, as the fields of its Result (what ``replay_with_fixes`` calls)."""
+    return dataclasses.asdict(replay(entry, target, **kw))
 
 
 def timing_may_matter(entry: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ under torchdata's; anything else is refused with what is supported (the hand-wri
 
 from __future__ import annotations
 
+import functools
 import shlex
 import textwrap
 from pathlib import Path
@@ -31,10 +32,11 @@ from typing import Any
 
 from . import corpus
 from . import stream_props as S
-from .stream_fixes import HF_FIXES, LITDATA_FIXES
+from .stream_fixes import LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .stream_suite import trainer_kills
 from .targets import resolve
+from .targets.patched import PATCHES
 from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
 
@@ -59,8 +61,18 @@ def _close(sc: StreamScenario) -> list[str]:
             "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
 
 
-def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
-    """``run_schedule``'s loop over a stream scenario, with only the branches the example uses."""
+def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None, restores: bool = True) -> str:
+    """``run_schedule``'s loop over a stream scenario, with only the branches the example uses (without
+    ``restores``: the uninterrupted run alone)."""
+    if not restores:
+        hook = [f"        {epoch_hook}"] if epoch_hook else []
+        taken = sc.break_after is not None
+        return "\n".join(["def run():", '    """Epochs as a trainer runs them."""', "    steps, loader = [], make()",
+                          "    for epoch in range(EPOCHS):", *hook,
+                          *(["        for taken, batch in enumerate(loader):",
+                             f"            if epoch == 0 and taken >= {sc.break_after}:  # epoch 0 breaks early",
+                             "                break"] if taken else ["        for batch in loader:"]),
+                          f"            steps.append((epoch, {ids}))", "    return steps"])
     on_resume = sc.checkpoint_on_resume
     copy = "pickle.loads(pickle.dumps({}))"  # the state as a checkpoint file carries it
     hook = [f"        {epoch_hook}"] if epoch_hook else []
@@ -106,9 +118,8 @@ def _torchdata_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str
     hook = [f"            {epoch_hook}"] if epoch_hook else []
     lines = _close(sc)
     lines += ["def run(kills):",
-              '    """torchdata\'s documented loop (its README, "Saving and loading state"): state_dict() after every',
-              '    step; a job killed after a step in kills restarts from its last checkpoint: a fresh loader, load_state_dict,',
-              '    the saved epoch re-entered. Returns what the final run trained: (epoch, ids) per step."""',
+              '    """torchdata\'s README loop ("Saving and loading state"): state_dict() after every step; a job killed',
+              '    after a step in kills restarts from its last checkpoint. Returns what was trained: (epoch, ids) per step."""',
               "    trained, checkpoint, step, start, loader = [], None, 0, 0, make()",
               "    while True:", "        killed = False", "        for epoch in range(start, EPOCHS):", *hook,
               "            for batch in loader:", "                step += 1",
@@ -180,49 +191,52 @@ def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
 
 
 def _fix_of(entry: dict[str, Any]) -> str | None:
-    """The fix the harness proposes for the entry's finding (``properties.stream_fixes``), if it names one."""
-    return {**HF_FIXES, **LITDATA_FIXES}.get(entry.get("finding") or "")
+    """The fix the harness proposes for the entry's finding: its diff under docs/patches/ where it is one, else
+    the description of the patch in ``properties.stream_fixes``."""
+    finding = entry.get("finding") or ""
+    diffs = sorted(PATCHES.glob(f"*/{finding}.diff")) if finding else []
+    if diffs:
+        return f"docs/patches/{diffs[0].parent.name}/{diffs[0].name}"
+    return LITDATA_FIXES.get(finding)
 
 
-def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...]) -> str:
-    """``stream_props.mixture_deviation`` over every epoch of both runs (epoch 0 left out after an early break)."""
+def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[str, ...]) -> str:
+    """``stream_props.mixture_deviation`` over every epoch of ``runs`` (epoch 0 left out after an early break)."""
     first = 1 if sc.break_after is not None else 0
-    return _EPOCH_IDS + f"SIZES, WEIGHTS = {list(sc.sources)}, {[round(w, 6) for w in weights]}\n" + _SHOW + \
+    show = _SHOW if "resumed" in runs else "print(f'uninterrupted: {uninterrupted}')\n"
+    return _EPOCH_IDS + f"SIZES, WEIGHTS = {list(sc.sources)}, {[round(w, 6) for w in weights]}\n" + show + \
         textwrap.dedent(f"""\
         def deviation(ids):  # each source's share before one ran out, against its weight ({S.Z:g} standard deviations)
             counts, prefix = [0] * len(SIZES), 0
-            for sid in ids:
+            for prefix, sid in enumerate(ids, 1):
                 counts[sid // 1000] += 1
-                prefix += 1
                 if counts[sid // 1000] >= SIZES[sid // 1000]:
                     break
-            for k, w in enumerate(WEIGHTS):
-                p = w / sum(WEIGHTS)
+            for k, p in enumerate(w / sum(WEIGHTS) for w in WEIGHTS):
                 sd = math.sqrt(prefix * p * (1 - p)) or 1.0
                 if prefix >= 12 and abs(counts[k] - prefix * p) > {S.Z:g} * sd + 1:
                     return f'source {{k}} has {{counts[k]}} of the first {{prefix}} samples, weight {{p:.3f}} expects {{prefix * p:.1f}}'
-        for name, steps in (('uninterrupted', uninterrupted), ('resumed', resumed)):
-            for e in range({first}, EPOCHS):
-                if deviation(epoch_ids(steps, e)):
-                    print(f'epoch {{e}} of the {{name}} run: {{deviation(epoch_ids(steps, e))}}')
-                    sys.exit(1)
+        bad = [f'epoch {{e}} of the {{name}} run: {{d}}' for name, steps in ({", ".join(f"('{r}', {r})" for r in runs)},)
+               for e in range({first}, EPOCHS) if (d := deviation(epoch_ids(steps, e)))]
+        print(bad[0] if bad else 'every epoch as weighted')
+        sys.exit(1 if bad else 0)
         """)
 
 
 def _header(entry: dict[str, Any], library: str, path: str, schedule: str) -> str:
     # a crash's message carries the worker's traceback, with this machine's paths: its first line is the finding
     message = " ".join(str(entry.get("message", "")).split("Original Traceback")[0].split())
-    message = message if len(message) <= 200 else message[:197] + "..."
+    message = message if len(message) <= 150 else message[:147] + "..."
     finding = f", {entry['finding']}" if entry.get("finding") else ""
-    text = [textwrap.fill(f"{library}{finding}: {entry['property']} fails: {message}", 116)]
+    # file names stay whole on one line (a reader copies them; tests/test_repros.py finds them)
+    fill = functools.partial(textwrap.fill, width=116, break_on_hyphens=False, break_long_words=False)
     fix = _fix_of(entry)
-    if fix:
-        text.append(textwrap.fill(f"The fix proposed: {fix}.", 116))
-    text.append(textwrap.fill(f"Written by `python -m properties repro` from {Path(path).name} ({schedule}); exits 1 "
-                              "while the bug is present, 0 once it is fixed."
-                              + (" Two or more workers: whether it fails can depend on timing (which batches are in "
-                                 "flight at a checkpoint); run it a few times." if corpus.timing_may_matter(entry)
-                                 else ""), 116))
+    text = [fill(f"{library}{finding}: {entry['property']} fails: {message}"),
+            fill((f"The fix proposed: {fix.rstrip('.')}. " if fix else "")
+                 + f"Written by `python -m properties repro` from {Path(path).name} ({schedule}); exits 1 while the "
+                 "bug is present, 0 once it is fixed."
+                 + (" With 2+ workers the outcome can depend on timing: run it a few times."
+                    if corpus.timing_may_matter(entry) else ""))]
     return '"""' + "\n\n".join(text) + '\n"""'
 
 
@@ -265,9 +279,12 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
                          f"{', '.join(component.trainers)})")
     code = setup(sc)
     level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
-    loop = _loop(sc, code.ids, code.epoch_hook)
+    # a mixture that deviates without a checkpoint needs no resumed run to show it
+    mixture_runs = ("uninterrupted",) if (prop == "stream_mixture" and "of the uninterrupted run"
+                                          in str(entry.get("message"))) else ("uninterrupted", "resumed")
+    loop = _loop(sc, code.ids, code.epoch_hook, restores=len(mixture_runs) > 1)
     if prop == "stream_mixture":
-        judge = _judge_mixture(sc, component.mixture_weights(sc))
+        judge = _judge_mixture(sc, component.mixture_weights(sc), mixture_runs)
     if prop in ("stream_resume", "stream_trainer_resume"):
         level, reason = component.resume_promise(sc)
         if level == "none":
@@ -277,14 +294,15 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         judge = _judge_exact() if level == "exact" else _judge_per_epoch()
         judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
         schedule = f"uninterrupted = run([])\npreempted = run({list(trainer_kills(sc))})\n"
+    elif prop == "stream_mixture" and mixture_runs == ("uninterrupted",):
+        schedule = "uninterrupted = run()\n"
     elif prop in ("stream_resume", "stream_mixture"):
         if prop == "stream_resume":
             judge = _judge_exact() if level == "exact" else _judge_once()
         schedule = textwrap.dedent(f"""\
             uninterrupted = run([])
             # checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
-            epochs = sorted({{e for e, _ in uninterrupted}})
-            ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in epochs[:-1]]
+            ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in sorted({{e for e, _ in uninterrupted}})[:-1]]
             resumed = run(sorted(set({list(sc.checkpoints)}) | {{n + d for n in ends for d in (0, 1)}}){at_end})
             """)
     else:
@@ -293,7 +311,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         loss, reason = component.epoch_loss(sc)
         judge = _judge_exactly_once(sc, loss, reason)
         schedule = f"uninterrupted = run([])\nresumed = run({list(sc.checkpoints)}{at_end})\n"
-    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib, *(["math"] if prop == "stream_mixture" else [])})]
+    stdlib = [f"import {m}" for m in sorted({*(["pickle"] if len(mixture_runs) > 1 else []), "sys", *code.stdlib,
+                                              *(["math"] if prop == "stream_mixture" else [])})]
     described = ("the harness's adversarial schedule" if trainer == "adversarial"
                  else f"trainer model {trainer!r}, preempted after global steps {list(trainer_kills(sc))}")
     body = [_header(entry, code.library, path, described), "", *stdlib, "", *sorted(code.imports), "",

@@ -23,6 +23,20 @@ def first_failure(prop: str, component, sc: StreamScenario) -> str | None:
     return None
 
 
+def failure_here(prop: str, target: str, scenario: dict) -> str | None:
+    """``first_failure`` of the target's stream component on an encoded scenario (what ``failure_in_copy``
+    calls in a patched copy's process)."""
+    from properties.targets import resolve
+
+    return first_failure(prop, resolve(target).components[0], StreamScenario.from_json(scenario))
+
+
+def failure_in_copy(patch_set, fixes, prop: str, sc: StreamScenario) -> str | None:
+    """The property's failure on the released adapter in a process whose library carries ``fixes`` of
+    ``patch_set`` (None: all)."""
+    return patch_set.call(fixes, "tests.stream_pins:failure_here", prop, patch_set.released, sc.to_json())
+
+
 def fixes():
     """``properties.stream_fixes``, imported when a test runs: it needs the extras, and a test file
     whose extra is absent must still collect (and skip with the reason)."""

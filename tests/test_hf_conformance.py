@@ -4,8 +4,11 @@
 As for litdata (tests/test_litdata_conformance.py): each finding's minimal example is a file of the
 stream corpus (tests/regressions/streams/, its ``finding`` field names it); it fails as released
 (counted only when the replay ran and failed), passes with every proposed fix
-(``properties.stream_fixes:hf_fixed``) and fails with every fix but its own (H4's and H9's fixes are to
-torchdata's StatefulDataLoader, the others to datasets). H9's trainer (a checkpoint written between a
+(``properties.stream_fixes:hf_fixed``: the diffs of docs/patches/ applied to a copy of datasets and torchdata,
+in a process of its own) and fails with every diff but its own (H4's and H9's are to torchdata's
+StatefulDataLoader, the others to datasets). A check that needs a copy with some of the diffs runs its
+function there (``HF.call``): the functions ending in ``_here`` below are those, run on the released adapter
+whose library is the copy. H9's trainer (a checkpoint written between a
 restore and the next epoch) is the scenarios' ``checkpoint_on_resume``; its hand-written trainer test stays
 as a second pin. Skips when datasets is absent.
 """
@@ -21,11 +24,14 @@ from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import hf_iterable as H
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, fixes
+from properties.targets.patched import HF
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, fixes
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
 FIXED = "properties.stream_fixes:hf_fixed"
+#: this module as a patched copy's process imports it (pytest may import it under another name)
+HERE = "tests.test_hf_conformance"
 #: findings without a fix patch (pinned as failing as released only)
 UNPATCHED: tuple[str, ...] = ()
 #: findings that show only when a DataLoader worker loses a race (its corpus replay fails as released only
@@ -45,10 +51,11 @@ def _patched() -> list[tuple[str, str]]:
     return [(k, v) for k, v in _deterministic() if k in fixes().HF_FIXES] if H.available() else []
 
 
-def _replays_of_epoch_zero(component, seeds) -> int:
+def replays_of_epoch_zero_here(seeds) -> int:
     """How many seeds' epoch 1 is epoch 0 again: 12 samples in 4 shards, shuffle buffer of one sample."""
     from properties import stream_props as S
 
+    component = H.component()
     same = 0
     for seed in seeds:
         sc = StreamScenario(sources=(12,), chunk_size=3, shuffle=True, shuffle_buffer=1, seed=seed)
@@ -101,28 +108,26 @@ def test_finding_fails_on_datasets_as_released(finding, path):
 def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     entry = corpus.load(path)
     prop = suite.get(entry["property"])
-    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
+    assert prop.name == entry["property"]
+    fixed = corpus.replay(entry, FIXED)
     assert fixed.status == "pass", fixed.message
-    others = [f for f in fixes().HF_FIXES if f != finding]
-    without = replay_example(fixes().with_fixes("hf", others), prop, entry["component"], entry["example"])
+    without = fixes().replay_with("hf", HF.without(finding), entry)
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
 def test_h4_delivers_each_sample_once_as_released_and_the_fixed_target_is_held_to_batch_for_batch():
     sc = decode_stream_scenario(corpus.load(dict(_pins())["H4"])["example"])
     SS.stream_exactly_once(H.component(), sc)
-    assert fixes().hf_component().resume_promise(sc) == H.resume_promise(sc) == ("exact", "")
+    assert H.resume_promise(sc) == ("exact", "")
 
 
-@pytest.fixture
-def slow_workers(monkeypatch):
+def _slow_workers(setattr) -> None:
     """Each DataLoader worker's iteration starts 0.3 s late (workers are forked: they inherit the patch)."""
     import time
 
     import datasets.iterable_dataset as I
     import torch.utils.data
 
-    fixes().install_hf_patches()
     prepare = I.IterableDataset._prepare_ex_iterable_for_iteration
 
     def late(self, *args, **kwargs):
@@ -130,7 +135,20 @@ def slow_workers(monkeypatch):
             time.sleep(0.3)
         return prepare(self, *args, **kwargs)
 
-    monkeypatch.setattr(I.IterableDataset, "_prepare_ex_iterable_for_iteration", late)
+    setattr(I.IterableDataset, "_prepare_ex_iterable_for_iteration", late)
+
+
+@pytest.fixture
+def slow_workers(monkeypatch):
+    _slow_workers(monkeypatch.setattr)
+
+
+def h8_with_slow_workers_here() -> str:
+    """H8's pinned example replayed with slow workers (in a copy's process: the patch stays in it)."""
+    _slow_workers(setattr)
+    entry = corpus.load(dict(_pins())["H8"])
+    return replay_example(resolve("hf-iterable"), suite.get(entry["property"]), entry["component"],
+                          entry["example"]).status
 
 
 def test_h8_a_persistent_workers_state_between_iterations_is_where_abandoned_tasks_left_it(slow_workers):
@@ -143,14 +161,10 @@ def test_h8_a_persistent_workers_state_between_iterations_is_where_abandoned_tas
     expect_hf_bug("H8", replay_example(resolve("hf-iterable"), prop, entry["component"], entry["example"]))
 
 
-def test_h8_passes_with_every_fix_and_fails_without_its_own(slow_workers):
-    entry = corpus.load(dict(_pins())["H8"])
-    prop = suite.get(entry["property"])
-    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
-    assert fixed.status == "pass", fixed.message
-    without = replay_example(fixes().with_fixes("hf", [f for f in fixes().HF_FIXES if f != "H8"]), prop,
-                             entry["component"], entry["example"])
-    assert without.status == "fail", "H8's example passes without its fix: the pin proves nothing"
+def test_h8_passes_with_every_fix_and_fails_without_its_own():
+    assert HF.call(None, f"{HERE}:h8_with_slow_workers_here") == "pass"
+    assert HF.call(HF.without("H8"), f"{HERE}:h8_with_slow_workers_here") == "fail", \
+        "H8's example passes without its fix: the pin proves nothing"
 
 
 def test_h9_corpus_entry_writes_a_checkpoint_on_resume():
@@ -166,19 +180,18 @@ def test_h9_a_checkpoint_on_resume_at_the_next_epochs_first_batch_does_not_start
     # epoch-1 state and epoch 1 started over. H9's first fix (drop an iterator built from another epoch's state)
     # missed it: with H1-H8 it fails every time; as released it depends on when the workers run their prefetch.
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=1, checkpoints=(5,), checkpoint_on_resume=True)
-    SS.stream_resume(fixes().hf_component(), sc)
-    without = fixes().hf_component([f for f in fixes().HF_FIXES if f != "H9"])
-    with pytest.raises(Exception, match=r"resume: batch 5 differs"):
-        SS.stream_resume(without, sc)
+    assert failure_in_copy(HF, None, "stream_resume", sc) is None
+    assert "resume: batch 5 differs" in (failure_in_copy(HF, HF.without("H9"), "stream_resume", sc) or "")
 
 
-def _epoch_one_after_a_checkpoint_of_a_resume(component) -> tuple[list, list]:
+def epoch_one_after_a_checkpoint_of_a_resume_here() -> tuple[list, list]:
     """H9's trainer written by hand (its corpus entry is the same through ``checkpoint_on_resume``): 4 samples
     in 4 shards, 2 workers, epoch 0's loop breaks after 1 batch; its state is restored into a new loader that
     writes a checkpoint at once (state_dict() before iterating, as H3's does) and then runs epoch 1. Epoch 1
     uninterrupted, and so."""
     import pickle
 
+    component = H.component()
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=2)
 
     def epoch_one(loader) -> list:
@@ -210,13 +223,12 @@ def _epoch_one_after_a_checkpoint_of_a_resume(component) -> tuple[list, list]:
 def test_h9_a_checkpoint_of_a_resume_at_a_broken_off_epochs_end_sets_the_next_epoch():
     # Without the fix epoch 1 is the rest of epoch 0 ([1, 2, 3]) when the prebuilt iterator's workers ran
     # their prefetch before set_epoch(1), or H4's order otherwise ([1, 0, 3, 2]): wrong either way.
-    fixes().install_hf_patches()
-    uninterrupted, resumed = _epoch_one_after_a_checkpoint_of_a_resume(fixes().hf_component())
+    here = f"{HERE}:epoch_one_after_a_checkpoint_of_a_resume_here"
+    uninterrupted, resumed = HF.call(None, here)
     assert resumed == uninterrupted == [0, 1, 2, 3]
-    without = _epoch_one_after_a_checkpoint_of_a_resume(fixes().hf_component([f for f in fixes().HF_FIXES
-                                                                              if f != "H9"]))
+    without = HF.call(HF.without("H9"), here)
     assert without[1] != without[0], "H9's example passes without its fix: the pin proves nothing"
-    uninterrupted, resumed = _epoch_one_after_a_checkpoint_of_a_resume(H.component())
+    uninterrupted, resumed = epoch_one_after_a_checkpoint_of_a_resume_here()
     if resumed == uninterrupted:
         pytest.fail("[XPASS(strict)] H9: epoch 1 after a checkpoint of a resume is right on torchdata as released")
     pytest.xfail(f"a torchdata bug (docs/hf-datasets-5.2.0-conformance.md): H9: epoch 1 uninterrupted {uninterrupted}, "
@@ -226,14 +238,12 @@ def test_h9_a_checkpoint_of_a_resume_at_a_broken_off_epochs_end_sets_the_next_ep
 def test_h2_epoch_one_replays_epoch_zero_for_every_seed():
     # As released the epoch's shard shuffle is default_rng(epoch): the same for every seed, and the
     # identity for 4 shards at epoch 1. With the fix a seed's epoch 1 repeats epoch 0 by chance (1/24).
-    # The patches are installed on the class first: a dataset that names no fix stays as released.
-    fixes().install_hf_patches()
-    seeds = range(8)
-    if _replays_of_epoch_zero(H.component(), seeds) != len(seeds):
+    seeds = list(range(8))
+    if replays_of_epoch_zero_here(seeds) != len(seeds):
         pytest.fail("[XPASS(strict)] H2: epoch 1 no longer replays epoch 0 for every seed: fixed upstream?")
-    assert _replays_of_epoch_zero(fixes().hf_component(), seeds) <= 2
-    without = fixes().hf_component([f for f in fixes().HF_FIXES if f != "H2"])
-    assert _replays_of_epoch_zero(without, seeds) == len(seeds)
+    here = f"{HERE}:replays_of_epoch_zero_here"
+    assert HF.call(None, here, seeds) <= 2
+    assert HF.call(HF.without("H2"), here, seeds) == len(seeds)
 
 
 def test_a_shuffle_buffer_of_one_over_few_shards_is_not_held_to_differ():
@@ -252,9 +262,10 @@ def test_ci_check_of_hf_iterable_as_released_gives_every_stream_property_a_statu
     assert code == (1 if any(r["status"] == "fail" for r in rows.values()) else 0)
 
 
-def test_ci_check_of_hf_iterable_with_the_fixes_passes(capsys, tmp_path, monkeypatch):
+def test_ci_check_of_hf_iterable_with_the_fixes_passes(capfd, tmp_path, monkeypatch):
+    # the command re-runs itself in a process with the patched copy: its output is that process's (capfd)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    code, doc = ci_check(capsys, FIXED, 2)
+    code, doc = ci_check(capfd, FIXED, 2)
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES)
     assert code == 0 and all(r["status"] == "pass" and r["examples"] >= 1 for r in rows.values()), rows

@@ -109,6 +109,8 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
     # run's next epoch is timing there
     if not (corpus.timing_may_matter(entry) and sc.persistent_workers and sc.break_after is not None):
         assert [tuple(s) for s in printed(done.stdout, "uninterrupted")] == harness[0], done.stdout
+    if entry["property"] == "stream_mixture" and "\nresumed:" not in done.stdout:
+        return   # the mixture deviates without a checkpoint: the script runs the uninterrupted run alone
     if corpus.timing_may_matter(entry):
         # two or more workers: which batches a restore finds in flight is timing, so the resumed runs of the script
         # and of the harness may fail differently (H9's did, once in a fresh-clone suite); each must fail, which the
@@ -123,15 +125,9 @@ def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
     # scripts written for their pins (H3's under torchdata's documented loop too) exit 0 there (tests/test_repros.py does the same for the committed scripts)
     if not INSTALLED["hf-iterable"]:
         pytest.skip("datasets is not installed")
-    import shutil
+    from properties.targets.patched import HF
 
-    import datasets
-
-    patched = tmp_path / "patched"
-    shutil.copytree(Path(datasets.__file__).parent, patched / "datasets")
-    for finding in ("H1", "H3"):
-        diff = Path(__file__).resolve().parent.parent / "docs" / "patches" / "datasets-5.2.0" / f"{finding}.diff"
-        subprocess.run(["patch", "-p1", "-i", str(diff)], cwd=patched, check=True, capture_output=True)
+    patched = HF.build(("H1", "H3"))
     for finding in ("H1", "H3", "H3-torchdata"):
         path = dict(PINS)[finding]
         script = tmp_path / f"{finding}.py"
@@ -146,7 +142,7 @@ def test_a_script_whose_outcome_can_depend_on_timing_says_so():
         if entry["property"] in ("stream_resume", "stream_exactly_once", "stream_mixture") and INSTALLED[entry["target"]]:
             text = repro.write(entry, path=str(path))
             workers = decode_stream_scenario(entry["example"]).num_workers
-            assert ("can depend on timing" in text) == (workers >= 2), path.name
+            assert ("can depend on timing" in " ".join(text.split())) == (workers >= 2), path.name
 
 
 def test_unsupported_entries_are_refused_naming_what_is_supported(capsys):

@@ -49,11 +49,7 @@ def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
         assert released.status == "fail", released
         pytest.xfail(f"{finding} under {', '.join(entry['trainers'])} (no fix patched): {released.message}")
     assert fixed.status == "pass", f"{name}: fails with every proposed fix: {fixed.message}"
-    from properties.runner import replay_example
-    from properties.suite import get
-
-    without = fixes().with_fixes(family, [f for f in all_fixes if f != finding])
-    other = replay_example(without, get(entry["property"]), entry["component"], entry["example"])
+    other = fixes().replay_with(family, [f for f in all_fixes if f != finding], entry)
     assert other.status == "fail", f"{name}: passes without {finding}'s fix: it is not what the trainer needs"
     if entry["class"] == "latent":
         assert released.status == "pass", f"{name}: a latent requirement fails on the release: {released.message}"

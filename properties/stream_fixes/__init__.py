@@ -12,10 +12,11 @@ Targets (``MODULE:FACTORY``, usable wherever a target name is):
 
 * ``properties.stream_fixes:litdata_fixed``: litdata 0.2.76 with every fix in ``LITDATA_FIXES``
   (``litdata.py``).
-* ``properties.stream_fixes:hf_fixed``: Hugging Face datasets with every fix in ``HF_FIXES`` (``hf.py``).
+* ``properties.stream_fixes:hf_fixed``: Hugging Face datasets and torchdata with every diff of
+  ``HF_FIXES`` applied (``hf.py``; it runs in a process of its own, ``properties.targets.patched``).
 
-``litdata_component(fixes)`` / ``hf_component(fixes)`` build the component with any subset, so a
-test can check a finding's example against its own fix alone.
+``replay_with(family, fixes, entry)`` replays an example with any subset, so a test can check a
+finding's example against every fix but its own.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from ..corpus import replay_with_fixes
+from ..runner import Result
 from ..targets.base import Target
-from .hf import ALL_HF, HF_FIXES, hf_component, hf_fixed, install_hf_patches
+from ..targets.patched import HF
+from .hf import ALL_HF, HF_FIXES, hf_component, hf_fixed
 from .litdata import ALL_LITDATA, LITDATA_FIXES, litdata_classes, litdata_component, litdata_fixed
 
 __all__ = ["ALL_HF", "ALL_LITDATA", "HF_FIXES", "LITDATA_FIXES", "STREAM_CORPUS", "hf_component",
-           "hf_fixed", "install_hf_patches", "litdata_classes", "litdata_component", "litdata_fixed", "pinned",
+           "hf_fixed", "litdata_classes", "litdata_component", "litdata_fixed", "pinned", "replay_with",
            "with_fixes"]
 
 
@@ -48,10 +52,27 @@ def pinned(prefix: str) -> dict[str, Path]:
     return dict(sorted(out.items(), key=lambda kv: int(kv[0][1:])))
 
 
-def with_fixes(family: str, fixes: Iterable[str]) -> Target:
-    """litdata (``family='litdata'``) or HF (``'hf'``) with exactly ``fixes`` applied, e.g. all but one."""
+def _check_family(family: str) -> None:
     if family not in ("litdata", "hf"):
         raise ValueError(f"family={family!r}; allowed values: litdata, hf")
+
+
+def with_fixes(family: str, fixes: Iterable[str]) -> Target:
+    """litdata (``family='litdata'``) or HF (``'hf'``) with exactly ``fixes`` applied, e.g. all but one.
+    HF's fixes are diffs: its target resolves only in a process whose copy carries ``fixes``
+    (``replay_with`` starts one)."""
+    _check_family(family)
     fixes = tuple(fixes)
     component = litdata_component(fixes) if family == "litdata" else hf_component(fixes)
     return Target(name=f"{family}-with-{'+'.join(fixes) or 'no-fix'}", components=(component,))
+
+
+def replay_with(family: str, fixes: Iterable[str], entry: dict) -> Result:
+    """The corpus entry replayed on ``family`` with exactly ``fixes`` (HF's in a process of its own)."""
+    _check_family(family)
+    if family == "hf":
+        return replay_with_fixes(entry, HF, fixes)
+    from ..runner import replay_example
+    from ..suite import get
+
+    return replay_example(with_fixes(family, fixes), get(entry["property"]), entry["component"], entry["example"])

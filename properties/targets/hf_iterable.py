@@ -97,12 +97,9 @@ def ids_of(batch: Any) -> tuple:
 class HFLoader(DelegatingLoader):
     """``datasets.IterableDataset`` under torchdata's StatefulDataLoader; set_epoch goes to the dataset."""
 
-    def __init__(self, sc: StreamScenario, fixes: frozenset = frozenset(), loader_class=None):
+    def __init__(self, sc: StreamScenario):
         self.ds = build_dataset(sc)
-        if fixes:  # properties.stream_fixes: its patches act only on a dataset that names them
-            self.ds._stream_fixes = fixes
-        # loader_class: a StatefulDataLoader subclass carrying a fix to torchdata (properties.stream_fixes, H4)
-        self.dl = (loader_class or lib().StatefulDataLoader)(
+        self.dl = lib().StatefulDataLoader(
             self.ds, batch_size=sc.batch_size, num_workers=sc.num_workers,
             persistent_workers=sc.persistent_workers and sc.num_workers > 0, drop_last=sc.drop_last)
 

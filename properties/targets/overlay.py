@@ -102,7 +102,8 @@ VEOMNI = Overlay(target="veomni-builders", library="VeOmni 0.1.12", folder="veom
 OVERLAYS: dict[str, Overlay] = {name: o for o in (TORCHTITAN, VEOMNI) for name in (o.target, *o.also)}
 
 
-def _target_of(args: Any) -> str | None:
+def target_of(args: Any) -> str | None:
+    """The target a parsed command runs (a replay's: the one its file names, unless --target says)."""
     name = getattr(args, "target", None)
     if name is None and getattr(args, "command", None) == "replay" and getattr(args, "file", None):
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -116,7 +117,7 @@ def rerun_in_overlay(args: Any, argv: Sequence[str] | None) -> int | None:
     the target's declared range, run the same command in a subprocess with the overlay first on PYTHONPATH
     and return its exit code; else None (run here: the target then resolves, or reports itself unavailable
     with the install command)."""
-    overlay = OVERLAYS.get(_target_of(args) or "")
+    overlay = OVERLAYS.get(target_of(args) or "")
     if (overlay is None or os.environ.get(overlay.active_env) or overlay.datasets_in_range()
             or not overlay.installed()):
         return None
@@ -124,4 +125,4 @@ def rerun_in_overlay(args: Any, argv: Sequence[str] | None) -> int | None:
     return subprocess.run([sys.executable, "-m", "properties", *argv], env=overlay.env_for_subprocess()).returncode
 
 
-__all__ = ["OVERLAYS", "Overlay", "TORCHTITAN", "VEOMNI", "datasets_version", "rerun_in_overlay"]
+__all__ = ["OVERLAYS", "Overlay", "TORCHTITAN", "VEOMNI", "datasets_version", "rerun_in_overlay", "target_of"]

@@ -1,12 +1,9 @@
 """datasets 5.2.0, H1: stream_resume fails: stream_resume: the target raised IndexError: Caught IndexError in
 DataLoader worker process 0.
 
-The fix proposed: a DataLoader worker loads its saved state only into its own share of the shards, not first into
-the whole dataset's pipeline (whose per-shard lists are longer than the state's).
-
-Written by `python -m properties repro` from stream_resume-stream_hf-iterable-hf-iterable-5d02ff2ef0.json (the
-harness's adversarial schedule); exits 1 while the bug is present, 0 once it is fixed. Two or more workers: whether
-it fails can depend on timing (which batches are in flight at a checkpoint); run it a few times.
+The fix proposed: docs/patches/datasets-5.2.0/H1.diff. Written by `python -m properties repro` from
+stream_resume-stream_hf-iterable-hf-iterable-5d02ff2ef0.json (the harness's adversarial schedule); exits 1 while the
+bug is present, 0 once it is fixed. With 2+ workers the outcome can depend on timing: run it a few times.
 """
 
 import pickle
@@ -48,8 +45,7 @@ def run(points):
 
 uninterrupted = run([])
 # checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
-epochs = sorted({e for e, _ in uninterrupted})
-ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in epochs[:-1]]
+ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in sorted({e for e, _ in uninterrupted})[:-1]]
 resumed = run(sorted(set([1]) | {n + d for n in ends for d in (0, 1)}))
 print(f'uninterrupted: {uninterrupted}\nresumed:       {resumed}')
 k = next((k for k, (a, b) in enumerate(zip(uninterrupted, resumed)) if a != b), min(map(len, (uninterrupted, resumed))))

@@ -1,12 +1,9 @@
 """datasets 5.2.0, H3: stream_trainer_resume fails: under trainer 'torchdata', preempted after global steps [5, 6]:
 step 6 differs: uninterrupted (1, ((2,),)) vs preempted (1, ((0,),))
 
-The fix proposed: IterableDataset.state_dict() after load_state_dict() and before iterating returns the loaded
-state.
-
-Written by `python -m properties repro` from stream_trainer_resume-H3.json (trainer model 'torchdata', preempted
-after global steps [5, 6]); exits 1 while the bug is present, 0 once it is fixed. Two or more workers: whether it
-fails can depend on timing (which batches are in flight at a checkpoint); run it a few times.
+The fix proposed: docs/patches/datasets-5.2.0/H3.diff. Written by `python -m properties repro` from
+stream_trainer_resume-H3.json (trainer model 'torchdata', preempted after global steps [5, 6]); exits 1 while the
+bug is present, 0 once it is fixed. With 2+ workers the outcome can depend on timing: run it a few times.
 """
 
 import pickle
@@ -26,9 +23,8 @@ def close(loader):  # a restarted job's old workers are gone before the new load
     loader._iterator = None
 
 def run(kills):
-    """torchdata's documented loop (its README, "Saving and loading state"): state_dict() after every
-    step; a job killed after a step in kills restarts from its last checkpoint: a fresh loader, load_state_dict,
-    the saved epoch re-entered. Returns what the final run trained: (epoch, ids) per step."""
+    """torchdata's README loop ("Saving and loading state"): state_dict() after every step; a job killed
+    after a step in kills restarts from its last checkpoint. Returns what was trained: (epoch, ids) per step."""
     trained, checkpoint, step, start, loader = [], None, 0, 0, make()
     while True:
         killed = False

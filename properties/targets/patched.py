@@ -1,0 +1,216 @@
+"""A ``:fixed`` target runs the library as its maintainers would after merging the proposed fixes.
+
+Each fix is a unified diff against the released source, ``docs/patches/<package>-<version>/<ID>.diff``
+(its leading paragraph says what it fixes; ``patch`` skips it). ``PatchSet.build(fixes)`` copies the
+installed packages the diffs touch into a directory of their own (cached under the system's temporary
+directory, keyed by the diffs' and the packages' content), applies the chosen diffs with ``patch -p1``,
+and ``env_for_subprocess`` puts that directory first on ``PYTHONPATH``: a package is imported once per
+process, so the released and the patched copy cannot share one, and DataLoader workers (forked or
+spawned) import the same copy as their parent. ``python -m properties`` re-runs a command whose target is
+a patch set's in such a process (``rerun_patched``, called by ``properties.cli.main``); ``call`` runs one
+function there (the pins' leave-one-out runs: every diff but one). Nothing is written into the checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .overlay import target_of
+
+ROOT = Path(__file__).resolve().parents[2]
+PATCHES = ROOT / "docs" / "patches"
+#: set in a patched process: the directory of its copy (whose MARKER names the fixes applied)
+ENV = "DYNBSZ_PATCHED_COPY"
+MARKER = "PATCHED.json"
+#: overrides where copies are cached (default: <temp>/dynbsz-patched-<uid>)
+CACHE_ENV = "DYNBSZ_PATCHED_CACHE"
+
+
+class PatchError(RuntimeError):
+    """A diff that does not apply, a fix that is not known, a package that is not installed."""
+
+
+@dataclass(frozen=True)
+class Fix:
+    id: str
+    diff: Path
+    package: str                   # the top-level package the diff patches (its first ``--- a/PKG/...`` line)
+    summary: str                   # the diff's first paragraph, its id left out
+
+
+def read_fix(diff: Path) -> Fix:
+    text = diff.read_text()
+    start = re.search(r"^--- a/([^/\s]+)/", text, re.M)
+    if start is None:
+        raise PatchError(f"{diff}: not a unified diff against a/<package>/... (no '--- a/' line)")
+    head, package = text[:start.start()], start.group(1)
+    first = " ".join(head.strip().split("\n\n")[0].split())
+    return Fix(id=diff.stem, diff=diff, package=package,
+               summary=first[len(diff.stem):].lstrip(" :") if first.startswith(diff.stem) else first)
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """The fixes of one report: every ``*.diff`` in ``folders`` (under docs/patches/), run as ``target``
+    by the released adapter's target ``released`` in a process with the patched copy."""
+
+    target: str
+    released: str
+    library: str
+    folders: tuple[str, ...]
+    root: Path = PATCHES
+
+    def fixes(self) -> dict[str, Fix]:
+        out = {}
+        for folder in self.folders:
+            for diff in sorted((self.root / folder).glob("*.diff")):
+                out[diff.stem] = read_fix(diff)
+        return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
+
+    def check(self, fixes: Iterable[str] | None) -> tuple[str, ...]:
+        known = self.fixes()
+        fixes = tuple(known) if fixes is None else tuple(fixes)
+        bad = [f for f in fixes if f not in known]
+        if bad:
+            raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'} (the diffs under "
+                             f"{', '.join(str(self.root / f) for f in self.folders)})")
+        return tuple(f for f in known if f in fixes)   # in the order the diffs apply
+
+    def without(self, fix: str) -> tuple[str, ...]:
+        """Every fix but ``fix``: the leave-one-out pins' copy."""
+        return tuple(f for f in self.check(None) if f != fix)
+
+    def build(self, fixes: Iterable[str] | None = None) -> Path:
+        """The directory holding the installed packages with ``fixes`` (default: all) applied."""
+        fixes = self.check(fixes)
+        known = self.fixes()
+        packages = sorted({known[f].package for f in known})
+        origins = {}
+        for package in packages:
+            spec = importlib.util.find_spec(package)
+            if spec is None or spec.origin is None:
+                raise PatchError(f"{package} is not installed: the patch set {self.target} copies it "
+                                 f"(bash ci/install.sh --hf)")
+            origins[package] = Path(spec.origin).parent
+        key = hashlib.sha256(json.dumps([self.target, fixes, {p: str(o) for p, o in origins.items()}]).encode())
+        for f in fixes:
+            key.update(known[f].diff.read_bytes())
+        for package in packages:
+            key.update(_version(package).encode())
+        root = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / f"dynbsz-patched-{os.getuid()}")
+        final = root / key.hexdigest()[:16]
+        if (final / MARKER).exists():
+            return final
+        root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
+        try:
+            for package, origin in origins.items():
+                shutil.copytree(origin, work / package, ignore=shutil.ignore_patterns("__pycache__"))
+            for f in fixes:
+                done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(known[f].diff)], cwd=work,
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise PatchError(f"{known[f].diff} does not apply to the installed {known[f].package} "
+                                     f"(after {', '.join(fixes[:fixes.index(f)]) or 'no other diff'}): "
+                                     f"{(done.stdout + done.stderr).strip()[-800:]}")
+            (work / MARKER).write_text(json.dumps({"target": self.target, "fixes": list(fixes)}))
+            with contextlib.suppress(OSError):   # another process built the same copy first: keep its
+                os.rename(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return final
+
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(f.package) is not None for f in self.fixes().values())
+
+    def env_for_subprocess(self, fixes: Iterable[str] | None = None, base: dict | None = None) -> dict:
+        copy = self.build(fixes)
+        env = dict(os.environ if base is None else base)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy), str(ROOT), env.get("PYTHONPATH")) if p)
+        env[ENV] = str(copy)
+        return env
+
+    def applied(self) -> tuple[str, ...] | None:
+        """The fixes this process's copy of the packages carries, or None in a process without this set's copy."""
+        copy = os.environ.get(ENV)
+        if not copy or not (Path(copy) / MARKER).exists():
+            return None
+        marker = json.loads((Path(copy) / MARKER).read_text())
+        if marker.get("target") != self.target:
+            return None
+        for package in {fix.package for fix in self.fixes().values()}:
+            spec = importlib.util.find_spec(package)
+            if spec is None or not str(spec.origin).startswith(copy + os.sep):
+                return None   # PYTHONPATH lost the copy: this process imports the release
+        return tuple(marker["fixes"])
+
+    def unavailable(self) -> str:
+        return (f"{self.target} is {self.library} with the diffs under docs/patches/ applied to a copy of the installed "
+                f"packages, which a process imports instead of the release: run it through `python -m properties` "
+                "(which re-runs the command in such a process), or from Python with "
+                "properties.targets.patched.call")
+
+    def call(self, fixes: Iterable[str] | None, function: str, *args: Any, timeout: float = 600) -> Any:
+        """``MODULE:FUNCTION(*args)`` in a process with the copy carrying ``fixes``: its JSON result."""
+        module, _, name = function.partition(":")
+        code = (f"import json, sys; from {module} import {name} as f; "
+                f"sys.stdout.write('\\n' + json.dumps(f(*json.loads(sys.argv[1]))))")
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))], env=self.env_for_subprocess(fixes),
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        if done.returncode != 0:
+            raise PatchError(f"{function} with {self.target}'s fixes {list(self.check(fixes))} exited "
+                             f"{done.returncode}: {done.stderr.strip()[-2000:]}")
+        return json.loads(done.stdout.rstrip().rsplit("\n", 1)[-1])
+
+
+def _order(fix: str) -> tuple:
+    """H2 before H10: the diffs apply in the order of their ids."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", fix))
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+#: Hugging Face datasets 5.2.0 and torchdata 0.11.0 with H1-H9 (docs/hf-datasets-5.2.0-conformance.md)
+HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
+              library="Hugging Face datasets 5.2.0 and torchdata 0.11.0",
+              folders=("datasets-5.2.0", "torchdata-0.11.0"))
+#: every patch set, by the target name that runs it
+PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF,)}
+
+
+def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
+    """If this command's target is a patch set's and this process lacks its copy, run the same command in a
+    process with every diff applied and return its exit code; else None (run here: the target then resolves,
+    or reports itself unavailable, e.g. with the install command of a library that is not installed)."""
+    patch_set = PATCH_SETS.get(target_of(args) or "")
+    if patch_set is None or patch_set.applied() is not None or not patch_set.installed():
+        return None
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        env = patch_set.env_for_subprocess()
+    except PatchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
+
+
+__all__ = ["ENV", "HF", "PATCH_SETS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]

@@ -1,0 +1,100 @@
+"""properties.targets.patched: a patch set's copy of the installed packages with its diffs applied, on a
+package of this test's own (so it runs without any extra), and the HF patch set's diffs against the release."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from properties.targets import patched as P
+
+DIFF = """\
+T1: greet the world, not nobody.
+
+The bug: hello() greets nobody.
+
+--- a/toypkg/core.py
++++ b/toypkg/core.py
+@@ -1,2 +1,2 @@
+ def hello():
+-    return "hello nobody"
++    return "hello world"
+"""
+BROKEN = DIFF.replace('-    return "hello nobody"', '-    return "hello somebody"').replace("T1:", "T2:")
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """A package ``toypkg`` on the import path, a patches folder with T1 (applies) and a cache of the test's own."""
+    site = tmp_path / "site"
+    (site / "toypkg").mkdir(parents=True)
+    (site / "toypkg" / "__init__.py").write_text("")
+    (site / "toypkg" / "core.py").write_text('def hello():\n    return "hello nobody"\n')
+    monkeypatch.syspath_prepend(str(site))
+    (tmp_path / "patches" / "toy-1.0").mkdir(parents=True)
+    (tmp_path / "patches" / "toy-1.0" / "T1.diff").write_text(DIFF)
+    monkeypatch.setenv(P.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(P.ENV, raising=False)
+    return P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=("toy-1.0",),
+                      root=tmp_path / "patches")
+
+
+def test_a_fix_is_read_from_its_diff(toy):
+    fix = toy.fixes()["T1"]
+    assert (fix.package, fix.summary) == ("toypkg", "greet the world, not nobody.")
+
+
+def test_the_copy_carries_the_diff_and_the_release_is_left_as_it_is(toy, tmp_path):
+    copy = toy.build()
+    assert (copy / "toypkg" / "core.py").read_text().endswith('"hello world"\n')
+    assert (tmp_path / "site" / "toypkg" / "core.py").read_text().endswith('"hello nobody"\n')
+    assert json.loads((copy / P.MARKER).read_text()) == {"target": "toy:fixed", "fixes": ["T1"]}
+    assert toy.build() == copy, "a second build reuses the cached copy"
+    assert toy.build(()) != copy and (toy.build(()) / "toypkg" / "core.py").read_text().endswith('nobody"\n')
+
+
+def test_a_process_with_the_copy_imports_it_and_knows_its_fixes(toy):
+    env = toy.env_for_subprocess()
+    code = ("import toypkg.core, json; from properties.targets import patched as P; "
+            "s = P.PatchSet(target='toy:fixed', released='toy', library='toy', folders=()); "
+            "print(json.dumps([toypkg.core.hello(), s.applied()]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == ["hello world", ["T1"]]
+    assert toy.applied() is None, "this process imports the release"
+
+
+def test_an_unknown_fix_names_the_allowed_values(toy):
+    with pytest.raises(ValueError, match=r"fixes=\['T9'\]: allowed values: T1"):
+        toy.build(["T9"])
+    assert toy.without("T1") == ()
+
+
+def test_a_diff_that_does_not_apply_is_an_error_naming_it(toy, tmp_path):
+    (tmp_path / "patches" / "toy-1.0" / "T2.diff").write_text(BROKEN)
+    with pytest.raises(P.PatchError, match=r"T2\.diff does not apply to the installed toypkg \(after T1\)"):
+        toy.build()
+
+
+def test_a_file_that_is_no_diff_is_refused(tmp_path):
+    bad = tmp_path / "X1.diff"
+    bad.write_text("X1: nothing here\n")
+    with pytest.raises(P.PatchError, match="not a unified diff"):
+        P.read_fix(bad)
+
+
+def test_hf_diffs_each_apply_alone_and_all_together_to_the_release():
+    if not P.HF.installed():
+        pytest.skip("datasets is not installed (bash ci/install.sh --hf)")
+    fixes = P.HF.fixes()
+    assert set(fixes) == {f"H{i}" for i in range(1, 10)}
+    assert {f.package for f in fixes.values()} == {"datasets", "torchdata"}
+    assert all(f.summary and not f.summary.startswith("H") for f in fixes.values())
+    for fix in fixes:
+        assert (P.HF.build(P.HF.without(fix)) / P.MARKER).exists()
+    released = Path(importlib.util.find_spec("datasets").origin).with_name("iterable_dataset.py")
+    assert (P.HF.build() / "datasets" / "iterable_dataset.py").read_text() != released.read_text()
