@@ -269,3 +269,36 @@ def test_ci_check_of_hf_iterable_with_the_fixes_passes(capfd, tmp_path, monkeypa
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES)
     assert code == 0 and all(r["status"] == "pass" and r["examples"] >= 1 for r in rows.values()), rows
+
+
+def alternating_runs_here(shards: int) -> int:
+    """The longest run of one source in an alternating two-source mixture under shuffle(buffer_size=1)."""
+    from datasets import Dataset, interleave_datasets
+
+    parts = [Dataset.from_dict({"id": [1000 * k + i for i in range(shards)]}).to_iterable_dataset(num_shards=shards)
+             for k in range(2)]
+    ids = [x["id"] // 1000 for x in interleave_datasets(parts).shuffle(seed=0, buffer_size=1)]
+    longest = run = 1
+    for a, b in zip(ids, ids[1:]):
+        run = run + 1 if a == b else 1
+        longest = max(longest, run)
+    return longest
+
+
+def test_h6_alternative_per_copy_generators_fixes_the_weighted_pin_but_not_an_alternating_mixture(tmp_path):
+    # docs/patches/alternatives/H6-per-copy-generators.diff in H6.diff's place: it keeps shuffle()'s multi-shard
+    # buffer (the maintainers' #8194) and shifts each per-shard copy's generators; an alternating mixture has none
+    import shutil
+
+    from properties.targets.patched import PATCHES, PatchSet
+
+    for folder in HF.folders:
+        shutil.copytree(PATCHES / folder, tmp_path / folder)
+    shutil.copy(PATCHES / "alternatives" / "H6-per-copy-generators.diff", tmp_path / "datasets-5.2.0" / "H6.diff")
+    alternative = PatchSet(target="h6-alternative", released=HF.released, library=HF.library, folders=HF.folders,
+                           root=tmp_path)
+    entry = corpus.load(dict(_pins())["H6"])
+    assert corpus.replay_with_fixes(entry, alternative, None).status == "pass"
+    assert alternating_runs_here(8) == 8, "as released: one source's 8 samples, then the epoch stops"
+    assert alternative.call(None, f"{HERE}:alternating_runs_here", 8) == 8
+    assert HF.call(None, f"{HERE}:alternating_runs_here", 8) == 1
