@@ -9,8 +9,8 @@ trainer, seeds 1-2.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 from properties import suite
 from properties.runner import RunSettings, run_property
@@ -19,7 +19,10 @@ from properties.veomni_conformance.documented import documented_components
 from properties.veomni_conformance.fixes import ALL_FIXES, fixed_loaders, fixes_applied
 
 
-def main(path: str) -> None:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ci.veomni_v5_study", description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="where the JSON rows are written")
+    args = ap.parse_args(argv)
     out = []
     for label, ids in (("all fixes", ALL_FIXES), ("all but V5", tuple(f for f in ALL_FIXES if f != "V5"))):
         with fixes_applied(ids):
@@ -32,9 +35,10 @@ def main(path: str) -> None:
                     row = {"fixes": label, "property": prop, "seed": seed, "status": r.status, "examples": r.examples,
                            "message": r.message[:500], "trainers": list(r.trainers)}
                     out.append(row); print(json.dumps(row), flush=True)
-    with open(path, "w") as f:
+    with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    raise SystemExit(main())
