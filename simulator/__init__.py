@@ -13,6 +13,7 @@ The model only supplies *time*: packing and readiness decisions are made by
     workloads     the calibrated seed workload, a text/video mixture, a prefix-stable stream
     gatespec      gate specifications: fixed:N, context_aware, token_aware[:M:P], MODULE:FACTORY
     study         the cold-start study and gate sweeps, calibrated on the seed PR
+    executors     where a study's points run (--executor serial | processes:N | dask://HOST:PORT)
     skew          in_order=True vs False vs dynbsz's balanced order on uneven costs
     fidelity      the real StatefulDataLoader and dynbsz's balanced loader against the model (and the
                   model replayed on its history)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -69,6 +70,7 @@ from dynbsz.workload import Trace, Workload
 
 from .bridge import trace_estimates
 from .config import LoaderModelConfig
+from .executors import ExecutorSpec, open_executor, run_points
 from .gatespec import parse_gate
 from .policy import FIXED_SEARCH, advise_gate
 from .training import HOUR, StepModel, Trainer, TrainingConfig, TrainingRun, TrainingWorkload
@@ -232,7 +234,12 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
            memory_cap_tokens: int | None = None, where: str = "trace",
            reorder_buffers: Sequence[int] = REORDER_BUFFERS, lookaheads: Sequence[int] = LOOKAHEADS,
            tie_fraction: float = TIE_FRACTION,
-           deterministic: bool = False, progress: Callable[[int, int, str], None] | None = None) -> dict:
+           deterministic: bool = False, progress: Callable[[int, int, str], None] | None = None,
+           executor: str | ExecutorSpec | Executor = "serial") -> dict:
+    """The search the module docstring describes. Its runs go to ``executor`` (``simulator.executors``): the
+    loaders of stage 1 together, then the gate search's two rounds; the default loader's run (the check
+    that the trace covers the horizon) runs here first. The result is the same on any executor but for
+    ``seconds``."""
     t0 = time.perf_counter()
     check_int("budget", budget, minimum=1)
     check_int("dp", dp, minimum=1, maximum=1024)
@@ -268,24 +275,21 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     loaders = stage1_loaders(cost_model, reorder_buffers=reorder_buffers, lookaheads=lookaheads)
     if deterministic:
         loaders = [lc for lc in loaders if lc.in_order]
-    stage1: list[Candidate] = []
     total = len(loaders) + 1
-    for i, lc in enumerate(loaders):
+    with open_executor(executor) as ex:
+        runs = run_points(_quiet_run, [(trainer(lc), budget, REFERENCE_GATE, dp) for lc in loaders], ex,
+                          None if progress is None else lambda done, _, what: progress(done, total, what),
+                          labels=[f"loader {lc.num_workers}w pf{lc.prefetch_factor} {describe(lc)}"
+                                  for lc in loaders])
+        stage1 = [Candidate(lc, REFERENCE_GATE, run) for lc, run in zip(loaders, runs)]
+        within_cap = [c for c in stage1 if fits(c.run)]
+        ok = rank(within_cap or stage1, horizon, tie_fraction)   # none fits: the best regardless, and said so
+        best_loader = ok[0].loader
         if progress:
-            progress(i, total, f"loader {lc.num_workers}w pf{lc.prefetch_factor} {describe(lc)}")
-        with warnings.catch_warnings():   # in_order=False's LoaderWarning: its costs are the tie-break's business
-            warnings.simplefilter("ignore")
-            run = trainer(lc).run(budget, REFERENCE_GATE, dp)
-        searched += 1
-        stage1.append(Candidate(lc, REFERENCE_GATE, run))
-    within_cap = [c for c in stage1 if fits(c.run)]
-    ok = rank(within_cap or stage1, horizon, tie_fraction)   # none fits: the best regardless, and said so
-    best_loader = ok[0].loader
-    if progress:
-        progress(len(loaders), total, "gate")
-    gate_hours = judged_hours(hours, ended_h(ok[0].run, horizon))
-    gate_advice = advise_gate(trainer(best_loader), budget, dp, gate_hours, FIXED_SEARCH)
-    searched += len(gate_advice.runs)
+            progress(len(loaders), total, "gate")
+        gate_hours = judged_hours(hours, ended_h(ok[0].run, horizon))
+        gate_advice = advise_gate(trainer(best_loader), budget, dp, gate_hours, FIXED_SEARCH, ex)
+    searched += len(loaders) + len(gate_advice.runs)
     gate_cands = [Candidate(best_loader, lab, run) for lab, run in gate_advice.runs.items() if fits(run)]
     rec_label = gate_advice.label
     rec = next((c for c in gate_cands if c.gate == rec_label), None)
@@ -336,6 +340,13 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         "gate_hours": list(gate_hours),
     }
     return out
+
+
+def _quiet_run(trainer: Trainer, budget: int, gate: str, dp: int) -> TrainingRun:
+    # module level: an executor pickles it (and the trainer) to run it in another process
+    with warnings.catch_warnings():   # in_order=False's LoaderWarning: its costs are the tie-break's business
+        warnings.simplefilter("ignore")
+        return trainer.run(budget, gate, dp)
 
 
 def _entry(c: Candidate, hours, budget: int, dp: int) -> dict:

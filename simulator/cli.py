@@ -14,12 +14,13 @@ import math
 import sys
 from dataclasses import replace
 
-from dynbsz.errors import ConfigError, DynbszError
+from dynbsz.errors import ConfigError, DynbszError, check_int
 from dynbsz.progress import ProgressBar
 from dynbsz.tables import budget_label, count_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
+from .executors import ExecutorSpec, parse_executor
 from .gatespec import BUILTIN_FORMS
 
 K = 1024
@@ -112,6 +113,28 @@ def _add_loader(p: argparse.ArgumentParser, *, workers=None, prefetch=None, in_o
     p.add_argument("--step-time", type=float, default=0.0, metavar="S", help="consumer seconds per batch / step")
     p.add_argument("--step-time-per-token", type=float, default=0.0, metavar="S",
                    help="consumer seconds per token of the batch, added to --step-time")
+
+
+def _add_executor(p: argparse.ArgumentParser, default: str, *, jobs: bool = False) -> None:
+    p.add_argument("--executor", metavar="SPEC", default=None,
+                   help="where the study's independent simulations run: serial (one at a time, in this process), "
+                   "processes:N (N processes on this machine) or dask://HOST:PORT (the workers of a Dask scheduler; "
+                   f"pip install '.[dask]'); the results are the same on any (default {default})")
+    if jobs:
+        p.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="an alias of --executor processes:N, kept for existing command lines; not with --executor")
+
+
+def _executor(args, default: str) -> ExecutorSpec:
+    """``--executor`` (or ``--jobs N``, its alias), checked before any work starts."""
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None:
+        if args.executor is not None:
+            raise ConfigError(f"--jobs {jobs} and --executor {args.executor} both say where the simulations run; "
+                              "give one of them (--jobs N is --executor processes:N)")
+        check_int("--jobs", jobs, minimum=1)
+        return ExecutorSpec("processes", workers=jobs)
+    return parse_executor(default if args.executor is None else args.executor)
 
 
 def _loader_from(args, base: LoaderModelConfig | None = None) -> LoaderModelConfig:
@@ -218,6 +241,7 @@ def _add_study(p: argparse.ArgumentParser, gates_default) -> None:
     p.add_argument("--overlong", default="emit_alone", help="packer policy for samples over the budget: "
                    "emit_alone, raise or drop")
     p.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
+    _add_executor(p, "serial")
     _add_loader(p)
     _add_common(p)
 
@@ -242,6 +266,7 @@ def _run_study(args, gates, title: str, *, summary: bool = False, default_plot: 
     when ``--plot`` names none."""
     from .study import Study, calibration
 
+    executor = _executor(args, "serial")
     config = _study_config(args, gates)
     if getattr(args, "calibration", False) and config.trace is not None:
         raise ConfigError("--calibration compares the calibrated workload with the seed; drop --trace to use it")
@@ -251,7 +276,7 @@ def _run_study(args, gates, title: str, *, summary: bool = False, default_plot: 
         check_path(args.plot)
     study = Study(config)
     with _progress(args, title) as bar:
-        rows = study.run(progress=bar)
+        rows = study.run(progress=bar, executor=executor)
     calib = calibration(config) if getattr(args, "calibration", False) else None
     plot_note = None
     if args.plot:
@@ -552,6 +577,7 @@ def cmd_policy(args) -> int:
     from .policy import GOAL_RATIO, PolicyConfig, PolicyStudy
     from .training import parse_step_model
 
+    executor = _executor(args, f"processes:{min(2, os.cpu_count() or 1)}")
     config = PolicyConfig(budgets=tuple(args.budgets), dp_sizes=tuple(args.dp), workloads=tuple(args.workloads),
                           gates=tuple(args.gates), hours=tuple(args.hours), step=parse_step_model(args.step_time),
                           seed=args.seed, max_tokens=args.tokens, streams=args.streams)
@@ -559,9 +585,8 @@ def cmd_policy(args) -> int:
         from .plot import check_path
 
         check_path(args.plot)
-    jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
     with _progress(args, "policy") as bar:
-        result = PolicyStudy(config).run(progress=bar, jobs=jobs)
+        result = PolicyStudy(config).run(progress=bar, executor=executor)
     if args.plot:
         from .plot import policy as plot_policy
 
@@ -647,6 +672,7 @@ def cmd_advise(args) -> int:
     from .advise import advise, read_trace
     from .training import parse_step_model
 
+    executor = _executor(args, "serial")
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
     multiples = _int_list("--reorder-buffers", args.reorder_buffers, "multiples of workers x prefetch like 8 or 4,16")
@@ -654,7 +680,7 @@ def cmd_advise(args) -> int:
     with _progress(args, "advise") as bar:
         out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
                      where=f"--trace {args.trace}", reorder_buffers=multiples, lookaheads=lookaheads,
-                     deterministic=args.deterministic, progress=bar)
+                     deterministic=args.deterministic, progress=bar, executor=executor)
     if args.json:
         _emit_json(_clean(out))
         return 0
@@ -734,14 +760,12 @@ def cmd_derive_auto(args) -> int:
     """The derivation of dynbsz's AUTO_TABLE (``policy.derive_auto``)."""
     import time
 
-    from dynbsz.errors import check_int
-
     from .policy import PolicyConfig, derive_auto
 
-    check_int("--jobs", args.jobs, minimum=1)
+    executor = _executor(args, "processes:2")
     t0 = time.perf_counter()
     check_int("--streams", args.streams, minimum=1)
-    out = derive_auto(PolicyConfig(streams=args.streams), jobs=args.jobs)
+    out = derive_auto(PolicyConfig(streams=args.streams), executor=executor)
     out["seconds"] = time.perf_counter() - t0
     if args.json:
         json.dump(out, sys.stdout, indent=1)
@@ -859,7 +883,7 @@ def build_parser() -> argparse.ArgumentParser:
     pol.add_argument("--streams", type=int, default=DEFAULT_STREAMS, metavar="S",
                      help=f"scored streams per point, and as many advice streams; tokens are the mean over them "
                      f"(default {DEFAULT_STREAMS})")
-    pol.add_argument("--jobs", type=int, default=None, help="processes (default: min(2, CPUs))")
+    _add_executor(pol, "processes:min(2, CPUs)", jobs=True)
     pol.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_common(pol)
     pol.set_defaults(func=cmd_policy)
@@ -885,6 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")
+    _add_executor(a, "serial")
     _add_common(a)
     a.set_defaults(func=cmd_advise)
 
@@ -899,7 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_fidelity)
     da = sub.add_parser("derive-auto", help="derive dynbsz's AUTO_TABLE: per budget the maximin warm-up schedule "
                         "over the policy grid's advice streams (~40 min on 2 cores)")
-    da.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    _add_executor(da, "processes:2", jobs=True)
     da.add_argument("--streams", type=int, default=1, metavar="S",
                     help="advice streams per point, the mean over them (default 1: what AUTO_TABLE was derived on)")
     da.add_argument("--json", action="store_true")

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.tables import budget_label
 
+from .executors import ExecutorSpec, SerialExecutor, open_executor, run_points
 from .gatespec import parse_gate, ramp_label, ramp_row
 from .training import (
     DEFAULT_STEP,
@@ -191,13 +193,14 @@ def mean_per_key(tables: Sequence[dict[str, float]]) -> dict[str, float]:
 
 
 def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hours: Sequence[float],
-                sizes: Sequence[int] = FIXED_SEARCH) -> GateAdvice:
+                sizes: Sequence[int] = FIXED_SEARCH, executor: Executor | None = None) -> GateAdvice:
     """Choose a gate on the streams of ``trainer`` (one, or several: the mean over them): the fixed
     sizes, then ramps between the per-hour winners.
 
     The score of a gate is its worst ratio, over ``hours``, to the best fixed size at that hour, on
     tokens with the step in progress counted pro rata (``_rate_tokens``);
     the highest score wins (ties: fixed before ramps, smaller before larger: the simpler gate).
+    The runs of each of the two rounds go to ``executor`` together (default: one after another here).
     """
     trainers = [trainer] if isinstance(trainer, Trainer) else list(trainer)
     if not trainers:
@@ -205,20 +208,26 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
     runs: dict[str, TrainingRun] = {}
     table: dict[str, dict[str, float]] = {}
 
-    def add(lab: str) -> None:
-        each = [t.run(budget, lab, dp) for t in trainers]
-        runs[lab] = each[0]
-        table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
+    def add(labels: Sequence[str]) -> None:
+        done = run_points(_train, [(t, budget, lab, dp) for lab in labels for t in trainers],
+                          executor or SerialExecutor())
+        for j, lab in enumerate(labels):
+            each = done[j * len(trainers):(j + 1) * len(trainers)]
+            runs[lab] = each[0]
+            table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
 
-    for n in sizes:
-        add(f"fixed:{n}")
+    add([f"fixed:{n}" for n in sizes])
     best = best_by_hour(table, hours)
     # dynbsz's gate='auto' (the grid's maximin schedule for the budget) is a candidate too: a robust prior
-    for lab in ramp_candidates(best, sizes) + ["auto"]:
-        add(lab)
+    add(ramp_candidates(best, sizes) + ["auto"])
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
     score, _, label = max(scored)
     return GateAdvice(label, score, best, table, runs)
+
+
+def _train(trainer: Trainer, budget: int, gate: str, dp: int) -> TrainingRun:
+    # module level: an executor pickles it (and the trainer) to run it in another process
+    return trainer.run(budget, gate, dp)
 
 
 @dataclass
@@ -321,27 +330,15 @@ class PolicyStudy:
             entry.update(_to_tokens_entry(reach, advised, [f"fixed:{n}" for n in cfg.fixed_search]))
         return rows, entry
 
-    def run(self, progress: Callable[[int, int, str], None] | None = None, jobs: int = 1) -> dict:
-        """Every point; ``jobs`` > 1 runs points in that many processes (same results: each point is
-        a pure function of the config)."""
+    def run(self, progress: Callable[[int, int, str], None] | None = None,
+            executor: str | ExecutorSpec | Executor = "serial") -> dict:
+        """Every point, on ``executor`` (``simulator.executors``: serial, processes:N, dask://HOST:PORT);
+        the same results on any of them: each point is a pure function of the config."""
         pts = self.points()
         t0 = time.perf_counter()
-        results: list = [None] * len(pts)
-        if jobs > 1 and len(pts) > 1:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=jobs) as ex:
-                futs = {ex.submit(_point, self.config, *p): i for i, p in enumerate(pts)}
-                for done, fut in enumerate(as_completed(futs)):
-                    results[futs[fut]] = fut.result()
-                    if progress:
-                        b, d, w = pts[futs[fut]]
-                        progress(done + 1, len(pts), f"{w} {budget_label(b)} dp{d}")
-        else:
-            for i, (b, d, w) in enumerate(pts):
-                if progress:
-                    progress(i, len(pts), f"{w} {budget_label(b)} dp{d}")
-                results[i] = self.point(b, d, w)
+        with open_executor(executor) as ex:
+            results = run_points(_point, [(self.config, *p) for p in pts], ex, progress,
+                                 labels=[f"{w} {budget_label(b)} dp{d}" for b, d, w in pts])
         if progress:
             progress(len(pts), len(pts), "done")
         rows = [r for rs, _ in results for r in rs]
@@ -448,30 +445,19 @@ def _auto_point(config: PolicyConfig, budget: int, dp: int, workload: str, candi
     return {"budget": budget, "dp": dp, "workload": workload, "ratios": ratios}
 
 
-def derive_auto(config: PolicyConfig = PolicyConfig(), jobs: int = 1,
+def derive_auto(config: PolicyConfig = PolicyConfig(), executor: str | ExecutorSpec | Executor = "serial",
                 progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Choose ``gate='auto'``'s row for each budget of ``config``: over its points (every DP size and
     workload), on the advice streams (never the scored ones the study judges it on), the candidate
     whose *lowest* worst-hour ratio to the per-hour best fixed size is highest (maximin: a default must
     not lose badly anywhere); ties go to the higher mean ratio, then to the simpler schedule (fewer
-    ramp steps, smaller sizes). Returns every candidate's figures, so the choice can be checked."""
+    ramp steps, smaller sizes). Returns every candidate's figures, so the choice can be checked. The
+    points run on ``executor`` (``simulator.executors``)."""
     cands = auto_candidates(config.fixed_search)
     pts = [(b, d, w) for b in config.budgets for d in config.dp_sizes for w in config.workloads]
-    results = [None] * len(pts)
-    if jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs) as ex:
-            futs = {ex.submit(_auto_point, config, *p, cands): i for i, p in enumerate(pts)}
-            for done, fut in enumerate(as_completed(futs)):
-                results[futs[fut]] = fut.result()
-                if progress:
-                    progress(done + 1, len(pts), "auto")
-    else:
-        for i, p in enumerate(pts):
-            results[i] = _auto_point(config, *p, cands)
-            if progress:
-                progress(i + 1, len(pts), "auto")
+    with open_executor(executor) as ex:
+        results = run_points(_auto_point, [(config, *p, cands) for p in pts], ex, progress,
+                             labels=["auto"] * len(pts))
     table = {}
     for b in config.budgets:
         mine = [r for r in results if r["budget"] == b]

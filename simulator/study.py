@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
@@ -28,6 +29,7 @@ from dynbsz.workload import Trace, Workload
 from . import metrics
 from .config import LoaderModelConfig, StepTime
 from .dynbatch import check_overlong, run_rank, shard, truncate
+from .executors import ExecutorSpec, open_executor, run_points
 from .gatespec import GateSpec, parse_gate
 from .workloads import SEED_STREAM, SEED_TEXT, Stream, mean_tokens, smallest_sample
 
@@ -188,16 +190,24 @@ class Study:
     def points(self) -> list[tuple[int, GateSpec, int]]:
         return [(b, s, d) for b in self.config.budgets for s in self.specs() for d in self.config.dp_sizes]
 
-    def run(self, progress: Callable[[int, int, str], None] | None = None) -> list[StudyRow]:
+    def run(self, progress: Callable[[int, int, str], None] | None = None,
+            executor: str | ExecutorSpec | Executor = "serial") -> list[StudyRow]:
+        """Every point, on ``executor`` (``simulator.executors``); the same rows on any of them but for
+        ``wall_s``. A gate travels as its label and is parsed where the point runs, so a ``MODULE:FACTORY``
+        gate must import there (and an ``auto:FILE.json`` be readable there)."""
         pts = self.points()
-        rows = []
-        for i, (b, s, d) in enumerate(pts):
-            if progress:
-                progress(i, len(pts), f"{budget_label(b)} {s.label} dp{d}")
-            rows.append(self.point(b, s, d))
+        with open_executor(executor) as ex:
+            rows = run_points(_point, [(self.config, b, s.label, d) for b, s, d in pts], ex, progress,
+                              labels=[f"{budget_label(b)} {s.label} dp{d}" for b, s, d in pts])
         if progress:
             progress(len(pts), len(pts), "done")
         return rows
+
+
+def _point(config: StudyConfig, budget: int, gate: str, dp: int) -> StudyRow:
+    # module level, with the gate's label rather than its GateSpec (which holds lambdas): an executor
+    # pickles both to run the point in another process
+    return Study(config).point(budget, gate, dp)
 
 
 def _jsonable(spec) -> dict | None:
