@@ -49,15 +49,29 @@ def _quiet(line: str) -> None:
     pass
 
 
+def _adopt_start_method(method: str) -> None:
+    # a function of this module, not multiprocessing.set_start_method itself: that is a bound method of the
+    # default context, and unpickling it in the child would set the start method of a copy
+    multiprocessing.set_start_method(method, force=True)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """The processes a campaign runs in. Spawned: a fresh interpreter each, so no lock or thread of this process
+    is inherited mid-state (the loader properties start DataLoader workers of their own inside each). Each then
+    takes this process's default start method: a spawned process makes spawn its own default, so a scenario's
+    ``start_method=None`` (the platform default) would start every DataLoader worker as a fresh interpreter
+    importing torch, a configuration one process never tests, and four to eight times the cost per loader
+    example (the 0.23x of docs/data/bench-fuzz-2026-12-04.json)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_adopt_start_method, initargs=(multiprocessing.get_start_method(),))
+
+
 def fuzz_in_workers(target: str, workers: int, *, chosen_trainers: tuple[str, ...] | None = None,
                     progress: Callable[[str], None] = _quiet, **kw: Any) -> FuzzReport:
     """``fuzz`` over ``workers`` processes (``kw``: ``fuzz``'s keywords but the target and shard). ``progress`` is
     called in each worker with its lines, prefixed ``[worker i]``: a module-level function (it is pickled)."""
     if workers < 1:
         raise ValueError(f"workers={workers}: at least 1")
-    # spawn: a fresh interpreter per worker, so no lock or thread of this process is inherited mid-state (the
-    # loader properties fork DataLoader workers of their own inside each)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(_shard, target, i, workers, chosen_trainers, progress, kw) for i in range(workers)]
         return merge([f.result() for f in futures])

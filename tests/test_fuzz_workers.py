@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from properties import cli
 from properties.fuzz import FuzzReport, PairStats, fuzz
 from properties.fuzz_workers import merge
 from properties.targets import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pairs(report: FuzzReport) -> list[tuple[str, str]]:
@@ -48,3 +53,30 @@ def test_two_workers_run_one_campaign_into_one_database(tmp_path, capsys):
 def test_workers_must_be_positive(capsys):
     assert cli.main(["fuzz", "--target", "dynbsz", "--minutes", "1", "--workers", "0"]) == 2
     assert "--workers must be > 0" in capsys.readouterr().err
+
+
+PROBE = """
+import multiprocessing
+from properties.fuzz_workers import worker_pool
+
+
+def start_method():   # a function of this script: a bound method of multiprocessing's would pickle our context
+    return multiprocessing.get_start_method()
+
+
+if __name__ == "__main__":
+    with worker_pool(2) as pool:
+        seen = {pool.submit(start_method).result() for _ in range(4)}
+    print(sorted(seen), multiprocessing.get_start_method())
+"""
+
+
+def test_worker_processes_start_dataloader_workers_as_this_process_does(tmp_path):
+    # A spawned process makes spawn its own default. Asked from a script's main module, as `python -m properties`
+    # runs (pytest's own process may have fixed its default already), the pool's processes must answer with ours.
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen, ours = done.stdout.rsplit(" ", 1)
+    assert seen == f"['{ours.strip()}']", done.stdout
