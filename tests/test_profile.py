@@ -60,7 +60,9 @@ def test_workers_time_every_sample_and_the_fit_recovers_the_costs():
         est = model.estimate({"tokens": fx.tokens_of(i), "source": fx.source_of(i)})
         assert abs(est - truth) <= 0.001 + 0.25 * truth, (i, est, truth)
     video = model.by_source["video"]
-    assert 1e-6 <= video.per_token_s <= 4e-6 and video.base_s <= 0.007   # truth 2e-6; a loaded machine oversleeps
+    # truth 2e-6 and 4 ms: a loaded machine oversleeps a few ms on some of the 10 video samples, which flattens the
+    # slope (0.75e-6 and 7.4 ms once, in a full suite beside a fuzz campaign); a fit blind to tokens gives about 0
+    assert 0.5e-6 <= video.per_token_s <= 4e-6 and video.base_s <= 0.009
     stats = {s.name: s for s in result.stats()}
     assert stats["text"].samples == 30 and stats["video"].samples == 10 and stats[ANY_SOURCE].samples == 40
     assert stats["video"].mean_tokens == np.mean([fx.tokens_of(i) for i in range(3, 40, 4)])
