@@ -128,6 +128,15 @@ def _add_chaos(sub) -> None:
     c.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
 
 
+def _lookahead(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dynbsz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,7 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     bl.add_argument("--prefetch-factor", type=int, default=2)
     bl.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
                     help="lognormal sigma of each sample's true cost around the trace's (what estimates cannot know)")
-    bl.add_argument("--lookahead", type=int, default=32, help="order='balanced' lookahead")
+    bl.add_argument("--lookahead", type=_lookahead, default="auto",
+                    help="order='balanced' lookahead: 'auto' (default: dynbsz.order.auto_lookahead) or an integer")
+    bl.add_argument("--suite", action="store_true",
+                    help="balanced (exact and estimated costs) against plain in_order=False only, on the bench mix "
+                         "and two traces whose slow samples are a tenth, at prefetch 2 and 4 (--prefetch-factor "
+                         "and --trace are not read)")
     bl.add_argument("--reorder-buffer", type=int, default=64, help="the reorder-buffer row's reorder_buffer")
     bl.add_argument("--seed", type=int, default=0)
     bl.add_argument("--repeat", type=int, default=3)
@@ -170,10 +184,20 @@ def main(argv: list[str] | None = None) -> int:
         for flag, value, least in (("--samples", args.samples, 1), ("--workers", args.workers, 1),
                                    ("--prefetch-factor", args.prefetch_factor, 1), ("--repeat", args.repeat, 1),
                                    ("--lookahead", args.lookahead, 0), ("--reorder-buffer", args.reorder_buffer, 1)):
-            if value < least:
+            if value != "auto" and value < least:
                 parser.error(f"{flag} must be an integer >= {least}, got {value}")
         if not (args.cost_noise >= 0 and math.isfinite(args.cost_noise)):
             parser.error(f"--cost-noise must be a finite number >= 0, got {args.cost_noise}")
+        if args.suite:
+            out = bench_loader.suite(args.samples, args.workers, seed=args.seed, repeat=args.repeat,
+                                     cost_noise=args.cost_noise, lookahead=args.lookahead)
+            if args.json:
+                json.dump({"benchmark": "loader-suite", "workers": args.workers, "cost_noise": args.cost_noise,
+                           "lookahead": args.lookahead, "rows": out}, sys.stdout, indent=2)
+                print()
+            else:
+                print(bench_loader.format_suite(out))
+            return 0
         trace = None
         if args.trace:
             from .workload import Trace

@@ -22,14 +22,14 @@ import numpy as np
 from torch.utils.data import Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from .costs import CostModel, TraceMeta, exact_cost
+from .costs import CostModel, TraceMeta, estimate_costs, exact_cost
 from .datasets import TraceMapDataset
 from .loader import build_loader
 from .loader_base import identity, torchdata_quiet
 from .loader_config import LoaderConfig
-from .order import epoch_order
+from .order import epoch_order, resolve_lookahead
 from .tables import pct, ratio, table
-from .workload import LOADER_BENCH_MIX, Trace, with_cost_noise
+from .workload import LOADER_BENCH_MIX, SPARSE_VIDEO, THREE_SOURCE, Trace, with_cost_noise
 
 #: The peer row: plain in_order=False without torchdata's per-step snapshots, as dynbsz runs it underneath.
 NO_SNAPSHOTS = "torchdata in_order=False, snapshot_every_n_steps=0"
@@ -60,8 +60,8 @@ class _ListSampler(Sampler):
 
 
 def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: int = 0, repeat: int = 3, *,
-        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int = 32,
-        reorder_buffer: int = 64) -> list[LoaderBenchRow]:
+        trace: Trace | None = None, cost_noise: float = 0.3, lookahead: int | str = "auto",
+        reorder_buffer: int = 64, only: tuple[str, ...] | None = None) -> list[LoaderBenchRow]:
     """Every row on the same dataset, whose samples sleep their true cost: the trace's (the benchmark mix
     by default) with lognormal noise of ``cost_noise``. The balanced rows order the epoch on exact true
     costs, and on a cost model fitted on the trace (which knows each source's cost, not the noise)."""
@@ -115,6 +115,8 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
              # dynbsz turns torchdata's per-step snapshots off (it checkpoints its own ledger): the same
              # saving on plain torchdata, so a reader can tell what the order gains from what that gains.
              (NO_SNAPSHOTS, plain(False, snapshots=0))]
+    if only is not None:
+        modes = [(name, fn) for name, fn in modes if name in only]
     position = np.empty(samples, dtype=np.int64)
     position[sampler_order] = np.arange(samples)
     best = dict.fromkeys(names := [name for name, _ in modes], float("inf"))
@@ -141,6 +143,47 @@ def run(samples: int = 2000, workers: int = 4, prefetch_factor: int = 2, seed: i
                                    sorted(ids) == list(range(samples)), moved,
                                    peak[name] if "reorder_buffer" in name else None, worst[name]))
     return rows
+
+
+#: ``suite``'s traces: the bench mix and two whose slowest source is a tenth (``dynbsz.workload``)
+SUITE_TRACES = {"bench_mix": LOADER_BENCH_MIX, "three_source": THREE_SOURCE, "sparse_video": SPARSE_VIDEO}
+SUITE_MODES = ("torchdata in_order=False", "dynbsz balanced in_order=True, exact costs",
+               "dynbsz balanced in_order=True, estimated costs")
+
+
+def suite(samples: int = 1200, workers: int = 4, prefetch_factors=(2, 4), seed: int = 0, repeat: int = 3,
+          cost_noise: float = 0.3, lookahead: int | str = "auto") -> list[dict]:
+    """The balanced order against plain in_order=False, side by side in one run, on every trace of
+    ``SUITE_TRACES`` at each prefetch factor: one dict per (trace, prefetch) with both ratios and the
+    lookahead the balanced rows resolved to (on exact and on estimated costs)."""
+    out = []
+    for name, workload in SUITE_TRACES.items():
+        base = workload.sample(samples, seed)
+        true = with_cost_noise(base, cost_noise, seed)
+        resolved = {"exact": resolve_lookahead(LoaderConfig(num_workers=workers, order="balanced", lookahead=lookahead),
+                                               true.cost_s),
+                    "estimated": resolve_lookahead(LoaderConfig(num_workers=workers, order="balanced",
+                                                                lookahead=lookahead),
+                                                   estimate_costs(samples, TraceMeta(base), CostModel.fit(base).estimate))}
+        for pf in prefetch_factors:
+            rows = {r.mode: r for r in run(samples, workers, pf, seed, repeat, trace=base, cost_noise=cost_noise,
+                                           lookahead=lookahead, only=SUITE_MODES)}
+            plain = rows[SUITE_MODES[0]].samples_per_s
+            out.append({"trace": name, "prefetch_factor": pf, "samples": samples,
+                        "in_order_false_of_limit": rows[SUITE_MODES[0]].fraction_of_limit,
+                        "exact": rows[SUITE_MODES[1]].samples_per_s / plain,
+                        "estimated": rows[SUITE_MODES[2]].samples_per_s / plain,
+                        "lookahead_exact": resolved["exact"], "lookahead_estimated": resolved["estimated"],
+                        "moved_exact": rows[SUITE_MODES[1]].max_displacement,
+                        "moved_estimated": rows[SUITE_MODES[2]].max_displacement})
+    return out
+
+
+def format_suite(out: list[dict]) -> str:
+    return table(["trace", "prefetch", "in_order=False of limit", "balanced exact", "balanced estimated",
+                  "lookahead (exact/est.)"],
+                 [[r["trace"], r["prefetch_factor"], pct(r["in_order_false_of_limit"], 1), ratio(r["exact"], 3),
+                   ratio(r["estimated"], 3), f"{r['lookahead_exact']}/{r['lookahead_estimated']}"] for r in out])
 
 
 def format_table(rows: list[LoaderBenchRow]) -> str:

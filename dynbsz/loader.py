@@ -45,7 +45,7 @@ from .loader_base import (
     inner_loader,
 )
 from .loader_config import LoaderConfig
-from .order import DeliveryLedger, loader_order
+from .order import DeliveryLedger, loader_order, resolve_lookahead
 from .packer import GreedyPacker, MicroBatch, Packer, PackerFactory
 from .packing import pack
 from .sequencer import Sequencer
@@ -304,8 +304,10 @@ class DynamicBatchLoader(EpochLoader):
               "packing": self.packer is not None, "order": c.order, **dataset_identity(self.dataset)}
         if c.order == "balanced":
             # The order is a function of these too: another worker count or cost model reorders the epoch.
-            fp.update(num_workers=c.num_workers, prefetch_factor=c.prefetch_factor, lookahead=c.lookahead,
-                      costs=costs_digest(self.cost_estimates()))
+            # The resolved value: 'auto' and the integer it resolves to give the same order.
+            costs = self.cost_estimates()
+            fp.update(num_workers=c.num_workers, prefetch_factor=c.prefetch_factor,
+                      lookahead=resolve_lookahead(c, costs), costs=costs_digest(costs))
         return fp
 
     def state_dict(self) -> dict[str, Any]:

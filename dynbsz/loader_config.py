@@ -17,6 +17,8 @@ MODALITIES = ("text", "multimodal", "diffusion")
 #: torch's round-robin dispatch keeps the workers level (``dynbsz.order.balanced_order``).
 ORDERS = ("sampler", "balanced")
 START_METHODS = (None, "fork", "spawn", "forkserver")
+#: 'auto': derived from the cost estimates and the worker count (``dynbsz.order.auto_lookahead``)
+AUTO = "auto"
 
 
 class LoaderWarning(UserWarning):
@@ -57,7 +59,9 @@ class LoaderConfig:
                       The delivered sequence, and so resume, is the same either way.
     order, lookahead, cost_model
                       'sampler' (default) or 'balanced': each epoch's order is then a permutation of
-                      the sampler's in which no sample moves more than ``lookahead`` positions,
+                      the sampler's in which no sample moves more than ``lookahead`` positions
+                      ('auto', the default: ``dynbsz.order.auto_lookahead`` of the cost estimates and
+                      the worker count, 16-256; or an integer >= 0),
                       levelling the workers' loads on cost estimates known before the epoch: from
                       ``cost_model`` (a ``dynbsz.costs.CostModel`` or its JSON dict, as
                       ``python -m dynbsz profile`` writes it) or a ``cost_fn`` given to
@@ -88,7 +92,7 @@ class LoaderConfig:
     modality: str = "text"
     micro_batch_size: int = 1
     order: str = "sampler"
-    lookahead: int = 32
+    lookahead: int | str = AUTO
     cost_model: CostModel | None = None
     reorder_buffer: int = 0
 
@@ -118,7 +122,14 @@ class LoaderConfig:
         check_choice("modality", self.modality, MODALITIES)
         check_int("micro_batch_size", self.micro_batch_size, minimum=1)
         check_choice("order", self.order, ORDERS)
-        check_int("lookahead", self.lookahead, minimum=0)
+        if self.lookahead != AUTO:
+            if isinstance(self.lookahead, str):
+                raise ConfigError(f"lookahead={self.lookahead!r} is not supported; allowed values: {AUTO!r} or an "
+                                  "integer >= 0")
+            try:
+                check_int("lookahead", self.lookahead, minimum=0)
+            except ConfigError as e:
+                raise ConfigError(f"{e}; allowed values: {AUTO!r} or an integer >= 0") from None
         if self.cost_model is not None and not isinstance(self.cost_model, CostModel):
             object.__setattr__(self, "cost_model", CostModel.from_dict(self.cost_model))
         if self.order == "balanced":

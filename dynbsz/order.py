@@ -44,11 +44,70 @@ def loader_order(num_samples: int, config: LoaderConfig, epoch: int, costs: np.n
     if costs is None or len(costs) != num_samples:
         raise ValueError(f"order='balanced' needs the estimated cost of every dataset index ({num_samples})")
     shape = dict(num_workers=config.num_workers, prefetch_factor=config.prefetch_factor or 2,
-                 lookahead=config.lookahead, batch_size=config.fetch_batch_size)
+                 lookahead=resolve_lookahead(config, costs), batch_size=config.fetch_batch_size)
     ordered_costs = np.asarray(costs, dtype=np.float64)[order]
     if lazy:
         return LazyOrder(order, balanced_picks(ordered_costs, **shape))
     return balanced_order(order, ordered_costs, **shape)
+
+
+#: ``auto_lookahead``'s constants (its docstring says why each). A sample is slow when its estimate is
+#: over SLOW_OVER_MEAN times the mean; the window must hold SLOW_PER_WORKER slow samples per worker;
+#: the result is clamped to [MIN_LOOKAHEAD, MAX_LOOKAHEAD].
+SLOW_OVER_MEAN = 2.0
+SLOW_PER_WORKER = 6
+MIN_LOOKAHEAD = 16
+MAX_LOOKAHEAD = 256
+
+
+def auto_lookahead(costs: np.ndarray, num_workers: int) -> int:
+    """``lookahead='auto'``: the lookahead the balanced order needs on these cost estimates with
+    ``num_workers`` workers. A pure function of the estimates of every dataset index (not of an
+    epoch's order: the value is the same in every epoch, on every DP rank, and after a restore) and
+    the worker count; no clock, no randomness.
+
+    Why this rule. The balanced order levels the workers by giving each round of ``num_workers``
+    tasks its share of slow samples, and absorbs what the estimates miss with *runs* of slow rounds
+    (``balanced_picks``): it can only place slow samples it can reach. With a fraction ``f`` of the
+    samples slow, a window of L positions holds about ``f * L`` of them, so a run of R slow rounds
+    over W workers needs ``L >= R * W / f``. The rule is ``L = SLOW_PER_WORKER * W / f``, R = 6,
+    with ``f`` the share of estimates above ``SLOW_OVER_MEAN`` (2) times the mean estimate (the
+    samples that can hold a worker up: on the bench mix, 20 ms video against a 5.6 ms mean; noise of
+    sigma 0.3 on 2 ms text never crosses 11 ms). R was chosen in the simulator (``python -m
+    simulator skew-sweep``'s model, 2,000 samples, 4 workers, seeds 0 and 1, five traces with slow
+    shares 0.05-0.2, lookaheads 16-256): estimated costs reach 0.92x plain in_order=False at prefetch
+    2 only from about 6 slow samples per worker in reach (R = 3, 32 on the bench mix, stops at
+    0.90x), and exact costs are at 0.99x from R = 2. Prefetch 4 gains from the same lookahead as
+    prefetch 2, so the rule does not shrink it there; the fetch batch size is not in it either (L
+    counts samples, as ``f`` does). Confirmed on the real loader by ``python -m dynbsz bench-loader
+    --suite`` (docs/explanation/balanced-order.md).
+
+    Bounds: no slow samples (uniform costs) gives ``MIN_LOOKAHEAD`` (16); otherwise the value is
+    clamped to ``[MIN_LOOKAHEAD, MAX_LOOKAHEAD]`` = [16, 256]: the upper bound caps how far a sample
+    moves (and so the source-mix drift, at most ``2 * lookahead`` samples a window) and the per-slot
+    work, which grows with the samples in reach. 256 is where slow samples are a twentieth with 4
+    workers (480 uncapped; the simulator puts 256 at 0.91-0.93x there on estimates).
+    """
+    costs = np.asarray(costs, dtype=np.float64)
+    workers = int(num_workers)
+    if workers <= 0 or costs.size == 0:
+        return 0
+    mean = float(costs.mean())
+    slow = int(np.count_nonzero(costs > SLOW_OVER_MEAN * mean)) if mean > 0 else 0
+    if slow == 0:
+        return MIN_LOOKAHEAD
+    need = -(-SLOW_PER_WORKER * workers * costs.size // slow)   # ceil(R * W / f), f = slow / n
+    return int(min(MAX_LOOKAHEAD, max(MIN_LOOKAHEAD, need)))
+
+
+def resolve_lookahead(config: LoaderConfig, costs: np.ndarray | None) -> int:
+    """The lookahead ``config`` runs with: its own, or with ``'auto'`` ``auto_lookahead`` of the cost
+    estimates of every dataset index and the worker count. The one place 'auto' is resolved."""
+    if config.lookahead != "auto":
+        return config.lookahead
+    if costs is None:
+        raise ValueError("lookahead='auto' is resolved from the estimated cost of every dataset index; none given")
+    return auto_lookahead(costs, config.num_workers)
 
 
 class DeliveryLedger:

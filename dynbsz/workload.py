@@ -207,6 +207,15 @@ LOADER_BENCH_MIX = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0
                              SourceSpec("video", 0.2, median_tokens=8000, sigma=0.3, cost_base_s=0.020)))
 
 
+#: Rarer slow samples, where a fixed lookahead of 32 falls short: a tenth of video at 40 ms behind
+#: images and text (``three_source``), and a tenth of the bench mix's video (``sparse_video``).
+THREE_SOURCE = Workload((SourceSpec("text", 0.7, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
+                         SourceSpec("image", 0.2, median_tokens=3000, sigma=0.3, cost_base_s=0.008),
+                         SourceSpec("video", 0.1, median_tokens=8000, sigma=0.3, cost_base_s=0.040)))
+SPARSE_VIDEO = Workload((SourceSpec("text", 0.9, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
+                         SourceSpec("video", 0.1, median_tokens=8000, sigma=0.3, cost_base_s=0.020)))
+
+
 def text_workload(median_tokens: float = 2048.0, sigma: float = 1.0) -> Workload:
     """Single-source text with lognormal lengths: the packer benchmark's stream."""
     return Workload((SourceSpec("text", median_tokens=median_tokens, sigma=sigma),))

@@ -437,10 +437,10 @@ def check_balanced_order(make: LoaderFactory, scenario: LoaderScenario, *, ids_o
                          codec: str | None = None) -> None:
     """order='balanced' rearranges each epoch of the rank's sampler order (what order='sampler'
     delivers) without losing or adding a sample, and moves no sample more than ``lookahead``
-    places; so no window of the delivered order holds more than ``2 * lookahead`` samples of a
+    places (``'auto'``: the value dynbsz resolves it to); so no window of the delivered order holds more than ``2 * lookahead`` samples of a
     source beyond what the same window of the sampler order holds (the per-window source-share
     drift is at most ``2 * lookahead / window``)."""
-    lookahead = scenario.lookahead
+    lookahead = scenario.resolved_lookahead()   # 'auto' judged by the value dynbsz resolves it to
     sampler = delivery_order(make, replace(scenario, order="sampler"), ids_of=ids_of, codec=codec)
     balanced = delivery_order(make, replace(scenario, order="balanced"), ids_of=ids_of, codec=codec)
     sources = source_of(scenario)

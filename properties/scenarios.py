@@ -101,7 +101,8 @@ class LoaderScenario:
     #: ``lookahead`` places, on decode-cost estimates: the trace's own costs ('exact') or a cost
     #: model fitted on the trace ('fitted'))
     order: str = "sampler"
-    lookahead: int = 4
+    #: or 'auto' (``dynbsz.order.auto_lookahead``; ``resolved_lookahead`` is the value it runs with)
+    lookahead: int | str = 4
     cost_estimates: str = "exact"
     #: with in_order=True: samples that may wait to be put back in sampler order (0: torch keeps it)
     reorder_buffer: int = 0
@@ -120,6 +121,25 @@ class LoaderScenario:
                                     cost_base_s=self.fast_s),
                          SourceSpec("video", self.video_share, median_tokens=self.budget / 2, sigma=0.4,
                                     cost_base_s=self.slow_s)))
+
+    def estimates(self):
+        """What the balanced order is computed on: the trace's costs, or a cost model fitted on it."""
+        trace = self.trace()
+        if self.cost_estimates == "exact":
+            return trace.cost_s
+        from dynbsz.costs import CostModel, TraceMeta, estimate_costs
+
+        return estimate_costs(len(trace), TraceMeta(trace), CostModel.fit(trace).estimate)
+
+    def resolved_lookahead(self) -> int:
+        """The lookahead a balanced loader of this scenario runs with: 'auto' resolved by dynbsz."""
+        from dynbsz.loader_config import LoaderConfig
+        from dynbsz.order import resolve_lookahead
+
+        if self.lookahead != "auto":
+            return self.lookahead
+        config = LoaderConfig(num_workers=self.num_workers, order="balanced", lookahead="auto")
+        return resolve_lookahead(config, self.estimates())
 
     def trace(self) -> Trace:
         """The scenario's samples (ids, token counts, sources, decode costs), drawn from ``workload()``

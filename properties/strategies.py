@@ -249,6 +249,9 @@ def loader_scenarios(draw, component, *, in_order: bool | None = None, min_worke
     start_method = draw(start_methods(component, spawn=cheap)) if workers else None
     # after the start method, for the same reason: a quarter by the draw (more as Hypothesis favours 0)
     on_resume = bool(points or at_epoch_end) and draw(st.integers(0, 3)) == 0
+    # last of all, for the same reason: order='balanced' with lookahead='auto' a third of the time
+    if balanced and draw(st.integers(0, 2)) == 0:
+        fields["lookahead"] = "auto"
     return LoaderScenario(**fields, start_method=start_method, checkpoint_on_resume=on_resume)
 
 

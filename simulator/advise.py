@@ -5,7 +5,8 @@ model) over the user's trace, in two stages so it stays under a minute on 2 core
 
 1. the loader: ``num_workers`` x ``prefetch_factor`` x delivery: in order (torch's round robin),
    any order (``in_order=False``), ``order='balanced'`` on a ``CostModel`` fitted on the trace at
-   each lookahead of ``lookaheads`` (default 32, 64 and 96), and dynbsz's reorder buffer
+   each lookahead of ``lookaheads`` (default 32, 64 and 96; ``'auto'`` is searched as the integer
+   ``dynbsz.order.auto_lookahead`` gives on the trace), and dynbsz's reorder buffer
    (``in_order=True, reorder_buffer=N``: torch out of order, the sampler's order restored in the
    main process), each with the same reference gate
    (``fixed:24``); the best by tokens at the last hour, among those within the memory cap;
@@ -19,7 +20,9 @@ it is rarer, it is not: on ``simulator.skew_sweep``'s ``three_source`` trace (10
 the model puts lookahead 32 at 0.86x in_order=False on estimated costs and 64 at 0.90x (prefetch 2;
 at prefetch 4: 0.89x, 0.91x, and 0.92x at 96), and the real loader agrees (docs/ordering.md). A
 longer lookahead moves samples farther from the sampler's order, so at equal tokens the shorter
-wins (``preference``).
+wins (``preference``). ``LoaderConfig``'s default, ``lookahead='auto'``, derives it from the
+estimates and the worker count (``dynbsz.order.auto_lookahead``: 6 slow samples per worker in reach);
+pass ``auto`` among ``--lookaheads`` to search it (resolved to its integer on the trace).
 
 Reorder-buffer sizes: ``N = m * num_workers * prefetch_factor`` for each multiple ``m`` in
 ``reorder_buffers`` (default 8), with 2 or more workers (one worker delivers in send order, so
@@ -58,7 +61,7 @@ import os
 import time
 import warnings
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -66,6 +69,7 @@ import numpy as np
 from dynbsz.costs import CostModel
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.loader_config import LoaderConfig
+from dynbsz.order import MAX_LOOKAHEAD, resolve_lookahead
 from dynbsz.workload import Trace, Workload
 
 from .bridge import trace_estimates
@@ -101,9 +105,11 @@ def preference(lc: LoaderConfig) -> tuple:
     """The tie-break among loaders of equal tokens, smallest first (the module docstring says why)."""
     balanced = lc.order == "balanced"
     simplicity = 2 if balanced else 1 if lc.reorder_buffer else 0
-    # a shorter lookahead keeps samples closer to the sampler's order
+    # a shorter lookahead keeps samples closer to the sampler's order; an unresolved 'auto' (advise
+    # resolves it before ranking) may be as long as its bound
+    lookahead = lc.lookahead if lc.lookahead != "auto" else MAX_LOOKAHEAD
     return (not lc.in_order, lc.num_workers, lc.prefetch_factor or 0, simplicity, lc.reorder_buffer,
-            lc.lookahead if balanced else 0)
+            lookahead if balanced else 0)
 
 
 @dataclass(frozen=True)
@@ -247,7 +253,8 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
         check_int("memory_cap_tokens", memory_cap_tokens, minimum=1)
     reorder_buffers = _distinct_ints("reorder_buffers (multiples of num_workers x prefetch_factor)", reorder_buffers,
                                      maximum=1024)
-    lookaheads = _distinct_ints("lookaheads (of order='balanced')", lookaheads)
+    lookaheads = tuple(dict.fromkeys(lookaheads))
+    _distinct_ints("lookaheads (of order='balanced')", [la for la in lookaheads if la != "auto"])
     if isinstance(tie_fraction, bool) or not isinstance(tie_fraction, (int, float)) or not 0 <= tie_fraction < 1:
         raise ConfigError(f"tie_fraction must be a number in [0, 1), got {tie_fraction!r}")
     if not isinstance(deterministic, bool):
@@ -273,6 +280,19 @@ def advise(trace: Trace, budget: int, dp: int, step: StepModel, *, hours: Sequen
     default = Candidate(DEFAULT_LOADER, DEFAULT_GATE, default_run)
     searched += 1
     loaders = stage1_loaders(cost_model, reorder_buffers=reorder_buffers, lookaheads=lookaheads)
+    # 'auto' searched as the integer dynbsz resolves it to on this trace (the ranking compares
+    # lookaheads); one that resolves to a lookahead already searched is that loader, run once
+    seen: set = set()
+    resolved = []
+    for lc in loaders:
+        if lc.order == "balanced":
+            lc = replace(lc, lookahead=resolve_lookahead(lc, estimates))
+            key = (lc.num_workers, lc.prefetch_factor, lc.lookahead)
+            if key in seen:
+                continue
+            seen.add(key)
+        resolved.append(lc)
+    loaders = resolved
     if deterministic:
         loaders = [lc for lc in loaders if lc.in_order]
     total = len(loaders) + 1

@@ -676,7 +676,10 @@ def cmd_advise(args) -> int:
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
     multiples = _int_list("--reorder-buffers", args.reorder_buffers, "multiples of workers x prefetch like 8 or 4,16")
-    lookaheads = _int_list("--lookaheads", args.lookaheads, "lookaheads of the balanced order like 32 or 16,32,64")
+    lookaheads = tuple("auto" if v.strip() == "auto" else v for v in args.lookaheads.split(","))
+    lookaheads = tuple(v for v in lookaheads if v == "auto") + _int_list(
+        "--lookaheads", ",".join(v for v in lookaheads if v != "auto") or "none",
+        "lookaheads of the balanced order like 32 or 16,32,64 or auto")
     with _progress(args, "advise") as bar:
         out = advise(trace, args.budget, args.dp, step, hours=args.hours, memory_cap_tokens=args.memory_cap_tokens,
                      where=f"--trace {args.trace}", reorder_buffers=multiples, lookaheads=lookaheads,
@@ -843,8 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--cost-noise", type=float, default=0.3, metavar="SIGMA",
                    help="true costs are the trace's times a lognormal factor of this sigma (default 0.3, as "
                    "bench-loader; 0: the trace's costs are true); the estimated balanced order cannot see it")
-    k.add_argument("--lookahead", type=int, default=16, metavar="L",
-                   help="balanced order: no sample moves more than L places (default 16)")
+    k.add_argument("--lookahead", type=lambda v: v if v == "auto" else int(v), default=16, metavar="L",
+                   help="balanced order: no sample moves more than L places (default 16; 'auto': "
+                   "dynbsz.order.auto_lookahead)")
     k.add_argument("--no-balanced", action="store_true", help="only in_order=True and False")
     k.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_loader(k, workers=4, batch=1, in_order=None)

@@ -24,6 +24,7 @@ import numpy as np
 from dynbsz.costs import CostModel
 from dynbsz.errors import check_int
 from dynbsz.loader_config import LoaderConfig
+from dynbsz.order import resolve_lookahead
 from dynbsz.workload import Trace, with_cost_noise
 
 from . import metrics
@@ -32,11 +33,11 @@ from .config import LoaderModelConfig, StepTime
 from .loader_model import LoaderRun, physical_bound_s, simulate
 
 #: The study's defaults. The cost noise is ``python -m dynbsz bench-loader``'s (0.3); the lookahead is
-#: not: bench-loader and LoaderConfig default to 32, the skew study to 16, the lookahead its figures in
+#: not: bench-loader and LoaderConfig default to 'auto' (``dynbsz.order.auto_lookahead``), the skew study to 16, the lookahead its figures in
 #: docs/simulator.md were taken at (and docs/ordering.md's choice when the source mix must stay closer to
 #: the sampler's: on the bench mix, prefetch 2, going to 32 lifts estimated costs only 84.1% -> 84.4% of
 #: the limit while the share shift on exact costs grows 0.20 -> 0.32).
-#: Pass ``--lookahead 32`` to study bench-loader's setting.
+#: Pass ``--lookahead auto`` to study bench-loader's setting.
 DEFAULT_COST_NOISE = 0.3
 DEFAULT_LOOKAHEAD = 16
 
@@ -135,7 +136,7 @@ def _in_trace_order(loader: LoaderModelConfig) -> LoaderModelConfig:
     return loader
 
 
-def balanced_loader(loader: LoaderModelConfig, lookahead: int) -> LoaderConfig:
+def balanced_loader(loader: LoaderModelConfig, lookahead: int | str) -> LoaderConfig:
     """The dynbsz loader a model config stands for, with ``order='balanced'`` (one rank, trace order as the
     sampler's: ``shuffle=False``)."""
     return LoaderConfig(num_workers=loader.num_workers, prefetch_factor=loader.prefetch or None, in_order=True,
@@ -144,7 +145,7 @@ def balanced_loader(loader: LoaderModelConfig, lookahead: int) -> LoaderConfig:
 
 
 def run_balanced(true: Trace, estimates: np.ndarray, loader: LoaderModelConfig, step: StepTime, window: int,
-                 lookahead: int, costs: str) -> SkewResult:
+                 lookahead: int | str, costs: str) -> SkewResult:
     """dynbsz's balanced order on ``estimates`` through the model of ``loader`` (in_order=True), whose
     workers spend ``true.cost_s``. The order is ``dynbsz.order.loader_order``'s (``bridge.LoaderOrder``)."""
     config = balanced_loader(loader, lookahead)
@@ -152,7 +153,9 @@ def run_balanced(true: Trace, estimates: np.ndarray, loader: LoaderModelConfig, 
                                          task_overhead_s=loader.task_overhead_s,
                                          result_latency_s=loader.result_latency_s)
     run = simulate(true, model, step=step, order_fn=LoaderOrder(config, len(true), estimates))
-    return replace(analyse(true, run, window, step), order="balanced", costs=costs, lookahead=lookahead)
+    # the lookahead the order ran with: 'auto' resolved by dynbsz, as the loader resolves it
+    return replace(analyse(true, run, window, step), order="balanced", costs=costs,
+                   lookahead=resolve_lookahead(config, estimates))
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ class SkewStudy:
     plain: tuple[SkewResult, SkewResult]
     balanced: tuple[SkewResult, ...]
     cost_noise: float
-    lookahead: int
+    lookahead: int | str
 
     @property
     def results(self) -> list[SkewResult]:
@@ -172,12 +175,13 @@ class SkewStudy:
 
 
 def study(trace: Trace, loader: LoaderModelConfig, step: StepTime, window: int, *,
-          cost_noise: float = DEFAULT_COST_NOISE, lookahead: int = DEFAULT_LOOKAHEAD, seed: int = 0,
+          cost_noise: float = DEFAULT_COST_NOISE, lookahead: int | str = DEFAULT_LOOKAHEAD, seed: int = 0,
           balanced: bool = True) -> SkewStudy:
     """The skew study on true costs ``with_cost_noise(trace, cost_noise, seed)`` (as bench-loader draws
     them); the balanced rows (skipped with ``balanced=False`` or without workers) order on the true
     costs ("exact") and on ``CostModel.fit(trace)`` ("estimated")."""
-    check_int("lookahead", lookahead, minimum=0)
+    if lookahead != "auto":
+        check_int("lookahead", lookahead, minimum=0)
     loader = _in_trace_order(loader)
     true = with_cost_noise(trace, cost_noise, seed)
     plain = compare_orders(true, loader, step, window)

@@ -14,7 +14,11 @@ The traces (4,000 samples, 4 workers):
 * ``text_video``: the skew study's (25% video at 50 ms plus a per-token term, and per-sample noise
   the model cannot see on top of the noise the sweep draws);
 * ``three_source``: 70% text at 2 ms, 20% images at 8 ms, 10% video at 40 ms;
-* ``per_token``: costs linear in lognormal token counts (a continuum, no two-cost structure).
+* ``per_token``: costs linear in lognormal token counts (a continuum, no two-cost structure);
+* ``sparse_video``: 90% text at 2 ms, 10% video at 20 ms (the bench mix with half the video).
+
+A lookahead of ``'auto'`` is resolved by dynbsz (``dynbsz.order.auto_lookahead``), inside
+``loader_order``, as the loader resolves it.
 
 ``TASK_OVERHEAD_S`` is the model's per-task overhead: 0.5 ms, chosen so that the model's
 in_order=False on ``bench_mix`` seed 0 reaches the fraction of the limit the real benchmark measured
@@ -30,20 +34,17 @@ import numpy as np
 
 from dynbsz.costs import CostModel
 from dynbsz.loader_config import LoaderConfig
-from dynbsz.workload import LOADER_BENCH_MIX, SourceSpec, Trace, Workload, with_cost_noise
+from dynbsz.workload import LOADER_BENCH_MIX, SPARSE_VIDEO, THREE_SOURCE, SourceSpec, Trace, Workload, with_cost_noise
 
 from .bridge import simulate_loader, trace_estimates
 from .workloads import TEXT_VIDEO
 
-THREE_SOURCE = Workload((SourceSpec("text", 0.7, median_tokens=1000, sigma=0.5, cost_base_s=0.002),
-                         SourceSpec("image", 0.2, median_tokens=3000, sigma=0.3, cost_base_s=0.008),
-                         SourceSpec("video", 0.1, median_tokens=8000, sigma=0.3, cost_base_s=0.040)))
 PER_TOKEN = Workload((SourceSpec("text", 0.8, median_tokens=1000, sigma=0.8, cost_base_s=0.001, cost_per_token_s=1e-6),
                       SourceSpec("video", 0.2, median_tokens=8000, sigma=0.5, cost_base_s=0.005,
                                  cost_per_token_s=2e-6)))
 #: name -> (workload, trace seed)
 TRACES = {"bench_mix/0": (LOADER_BENCH_MIX, 0), "bench_mix/1": (LOADER_BENCH_MIX, 1), "text_video": (TEXT_VIDEO, 0),
-          "three_source": (THREE_SOURCE, 0), "per_token": (PER_TOKEN, 0)}
+          "three_source": (THREE_SOURCE, 0), "per_token": (PER_TOKEN, 0), "sparse_video": (SPARSE_VIDEO, 0)}
 SAMPLES = 4000
 WORKERS = 4
 COST_NOISE = 0.3
@@ -55,7 +56,7 @@ REORDER_BUFFER = 64
 class SweepRow:
     trace: str
     prefetch_factor: int
-    lookahead: int
+    lookahead: int | str      # as asked: an integer or 'auto'
     in_order_true: float      # fraction of the limit (total true cost / workers)
     in_order_false: float
     balanced_exact: float

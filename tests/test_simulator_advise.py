@@ -181,7 +181,7 @@ def test_rank_prefers_deterministic_then_simple_within_the_tie_band():
     # the reorder buffer (smaller first) before balanced, which needs a cost model
     from dynbsz.costs import CostModel
 
-    bal = Candidate(LoaderConfig(num_workers=8, prefetch_factor=2, shuffle=False, order="balanced",
+    bal = Candidate(LoaderConfig(num_workers=8, prefetch_factor=2, shuffle=False, order="balanced", lookahead=32,
                                  cost_model=CostModel.fit(Stream(TEXT_VIDEO_LONG, 5).take(50))), "fixed:24", _Run(996))
     rb8_64 = _cand(996, num_workers=8, prefetch_factor=2, reorder_buffer=64)
     assert _labels([bal, rb8, rb8_64, any8]) == [(8, True, "sampler", 64), (8, True, "sampler", 128),
