@@ -24,8 +24,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dynbsz.config import PackerConfig
+from dynbsz.costs import CostModel, TraceMeta, estimate_costs
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.errors import check_fields
+from dynbsz.loader_config import LoaderConfig
+from dynbsz.order import resolve_lookahead
 from dynbsz.workload import SourceSpec, Trace, Workload
 
 PACKER_FORMAT = "properties.packer_example/1"
@@ -127,15 +130,10 @@ class LoaderScenario:
         trace = self.trace()
         if self.cost_estimates == "exact":
             return trace.cost_s
-        from dynbsz.costs import CostModel, TraceMeta, estimate_costs
-
         return estimate_costs(len(trace), TraceMeta(trace), CostModel.fit(trace).estimate)
 
     def resolved_lookahead(self) -> int:
         """The lookahead a balanced loader of this scenario runs with: 'auto' resolved by dynbsz."""
-        from dynbsz.loader_config import LoaderConfig
-        from dynbsz.order import resolve_lookahead
-
         if self.lookahead != "auto":
             return self.lookahead
         config = LoaderConfig(num_workers=self.num_workers, order="balanced", lookahead="auto")
