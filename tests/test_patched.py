@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,37 @@ def test_hf_diffs_each_apply_alone_and_all_together_to_the_release():
         assert (P.HF.build(P.HF.without(fix)) / P.MARKER).exists()
     released = Path(importlib.util.find_spec("datasets").origin).with_name("iterable_dataset.py")
     assert (P.HF.build() / "datasets" / "iterable_dataset.py").read_text() != released.read_text()
+
+
+def test_a_library_in_an_overlay_is_copied_from_it_and_the_overlay_comes_next(toy, tmp_path, monkeypatch):
+    # toypkg lives only in the overlay here, not on this process's path (as torchtitan in the venv)
+    from properties.targets.overlay import Overlay
+
+    overlay = tmp_path / "overlay"
+    (tmp_path / "site").rename(overlay)
+    importlib.invalidate_caches()
+    monkeypatch.setenv("TOY_OVERLAY", str(overlay))
+    lib = Overlay(target="toy", library="toy 1.0", folder="toy", marker="toypkg", datasets=((0,), (99,)),
+                  high_inclusive=False, env="TOY_OVERLAY", install="bash ci/install.sh --toy")
+    plain = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=toy.folders, root=toy.root)
+    assert not plain.installed()
+    in_overlay = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=toy.folders,
+                            root=toy.root, overlay=lib)
+    assert in_overlay.installed() and in_overlay.release("toypkg") == overlay / "toypkg"
+    copy = in_overlay.build()
+    assert (copy / "toypkg" / "core.py").read_text().endswith('"hello world"\n')
+    assert in_overlay.import_path(None) == [str(overlay)] and in_overlay.import_path(copy) == [str(copy), str(overlay)]
+    assert in_overlay.env_for_subprocess()["PYTHONPATH"].split(os.pathsep)[:2] == [str(copy), str(overlay)]
+
+
+def test_torchtitan_diffs_each_apply_alone_and_all_together_to_the_overlay_release():
+    if not P.TORCHTITAN.installed():
+        pytest.skip(f"torchtitan's overlay is not installed ({P.TORCHTITAN.overlay.install})")
+    fixes = P.TORCHTITAN.fixes()
+    assert set(fixes) == {"T1", "T4", "T5"} and {f.package for f in fixes.values()} == {"torchtitan"}
+    assert all(f.summary and not f.summary.startswith("T") for f in fixes.values())
+    for fix in fixes:
+        assert (P.TORCHTITAN.build([fix]) / P.MARKER).exists()
+    released = P.TORCHTITAN.release("torchtitan") / "hf_datasets" / "text_datasets.py"
+    assert str(released).startswith(P.TORCHTITAN.overlay.dir())
+    assert (P.TORCHTITAN.build() / "torchtitan" / "hf_datasets" / "text_datasets.py").read_text() != released.read_text()

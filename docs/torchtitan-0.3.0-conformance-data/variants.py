@@ -14,25 +14,21 @@ def workers0():
     return _target("torchtitan-workers0", [replace(c, max_workers=0) for c in T.components()])
 
 
-def fix_t1():
-    """HuggingFaceTextDataset.state_dict copying its buffers (the proposed fix of T1)."""
-    HD = T.lib().HuggingFaceTextDataset
-    if not getattr(HD, "_t1", False):
-        orig = HD.state_dict
-
-        def state_dict(self):
-            return {k: list(v) if k.endswith("_buffer") else v for k, v in orig(self).items()}
-        HD.state_dict, HD._t1 = state_dict, True
-    return _target("torchtitan-fix-t1", T.components())
+# T1's fix is no longer a monkeypatch here: it is docs/patches/torchtitan-0.3.0/T1.diff, and torchtitan with every
+# diff applied is the target properties.targets.torchtitan_target:fixed (properties.targets.patched.TORCHTITAN).
+# (fuzz-variant-fix_t1*.json were run on 2026-12-03/04 with the monkeypatch this replaced: state_dict returning
+# list() copies of the three buffers, what T1.diff does.)
 
 
-def _fix_t3():
-    """HuggingFaceTextDataset.reloop setting its own per-worker epoch count (not datasets' shared one + 1), and
-    load_state_dict restoring that count from the streaming data's state (the proposed fix of T3)."""
+def t3_partial():
+    """T3's partial fix, an experiment and not a proposed fix (it has no diff: the restore still writes two workers'
+    epochs into datasets' one shared value): HuggingFaceTextDataset.reloop sets its own per-worker epoch count (not
+    datasets' shared one + 1), and load_state_dict restores that count from the streaming data's state. On top of
+    whatever torchtitan this process imports: run it in the T1-patched copy's process (t3_fix.py says how)."""
     v = T.lib()
     HD = v.HuggingFaceTextDataset
     if getattr(HD, "_t3", False):
-        return
+        return _target("torchtitan-t3-partial", T.components())
     orig_load = HD.load_state_dict
 
     def reloop(self):
@@ -48,9 +44,4 @@ def _fix_t3():
         if "data" in state:
             self._epoch = state["data"].get("epoch", 0)
     HD.reloop, HD.load_state_dict, HD._t3 = reloop, load_state_dict, True
-
-
-def fix_t1_t3():
-    fix_t1()
-    _fix_t3()
-    return _target("torchtitan-fix-t1-t3", T.components())
+    return _target("torchtitan-t3-partial", T.components())

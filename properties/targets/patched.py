@@ -6,15 +6,19 @@ installed packages the diffs touch into a directory of their own (cached under t
 directory, keyed by the diffs' and the packages' content), applies the chosen diffs with ``patch -p1``,
 and ``env_for_subprocess`` puts that directory first on ``PYTHONPATH``: a package is imported once per
 process, so the released and the patched copy cannot share one, and DataLoader workers (forked or
-spawned) import the same copy as their parent. ``python -m properties`` re-runs a command whose target is
-a patch set's in such a process (``rerun_patched``, called by ``properties.cli.main``); ``call`` runs one
-function there (the pins' leave-one-out runs: every diff but one). Nothing is written into the checkout.
+spawned) import the same copy as their parent. A library that runs in an overlay of its own
+(``properties.targets.overlay``: torchtitan) is copied from its overlay, which comes next on that
+``PYTHONPATH`` (it holds the versions the library declares). ``python -m properties`` re-runs a command
+whose target is a patch set's in such a process (``rerun_patched``, called by ``properties.cli.main``);
+``call`` runs one function there (the pins' leave-one-out runs: every diff but one). Nothing is written
+into the checkout.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -27,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .overlay import target_of
+from .overlay import TORCHTITAN as TORCHTITAN_OVERLAY
+from .overlay import Overlay, target_of
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "docs" / "patches"
@@ -71,6 +76,8 @@ class PatchSet:
     library: str
     folders: tuple[str, ...]
     root: Path = PATCHES
+    #: the overlay the library is installed in, for one that runs in an overlay (properties.targets.overlay)
+    overlay: Overlay | None = None
 
     def fixes(self) -> dict[str, Fix]:
         out = {}
@@ -99,16 +106,16 @@ class PatchSet:
         packages = sorted({known[f].package for f in known})
         origins = {}
         for package in packages:
-            spec = importlib.util.find_spec(package)
-            if spec is None or spec.origin is None:
+            origin = self.release(package)
+            if origin is None:
                 raise PatchError(f"{package} is not installed: the patch set {self.target} copies it "
-                                 f"(bash ci/install.sh --hf)")
-            origins[package] = Path(spec.origin).parent
+                                 f"({self.overlay.install if self.overlay else 'bash ci/install.sh --hf'})")
+            origins[package] = origin
         key = hashlib.sha256(json.dumps([self.target, fixes, {p: str(o) for p, o in origins.items()}]).encode())
         for f in fixes:
             key.update(known[f].diff.read_bytes())
         for package in packages:
-            key.update(_version(package).encode())
+            key.update(_version(package, self.import_path(None)).encode())
         root = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / f"dynbsz-patched-{os.getuid()}")
         final = root / key.hexdigest()[:16]
         if (final / MARKER).exists():
@@ -132,13 +139,28 @@ class PatchSet:
             shutil.rmtree(work, ignore_errors=True)
         return final
 
+    def release(self, package: str) -> Path | None:
+        """The folder of the released ``package`` the copy is made from: the overlay's, for a library that runs
+        in one (this process need not have the overlay on its path), else the one this process imports."""
+        spec = None
+        if self.overlay is not None:
+            spec = importlib.machinery.PathFinder.find_spec(package, self.import_path(None))
+        if spec is None:
+            spec = importlib.util.find_spec(package)
+        return None if spec is None or spec.origin is None else Path(spec.origin).parent
+
+    def import_path(self, copy: Path | None) -> list[str]:
+        """The folders a process puts first on its import path to run the library: the patched ``copy`` (None:
+        the release), then the library's overlay, if it runs in one."""
+        return [str(p) for p in (copy, self.overlay.dir() if self.overlay else None) if p]
+
     def installed(self) -> bool:
-        return all(importlib.util.find_spec(f.package) is not None for f in self.fixes().values())
+        return all(self.release(f.package) is not None for f in self.fixes().values())
 
     def env_for_subprocess(self, fixes: Iterable[str] | None = None, base: dict | None = None) -> dict:
         copy = self.build(fixes)
         env = dict(os.environ if base is None else base)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy), str(ROOT), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (*self.import_path(copy), str(ROOT), env.get("PYTHONPATH")) if p)
         env[ENV] = str(copy)
         return env
 
@@ -180,21 +202,23 @@ def _order(fix: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", fix))
 
 
-def _version(package: str) -> str:
+def _version(package: str, first: Sequence[str] = ()) -> str:
+    """``package``'s installed version, looked up in ``first`` before this process's path."""
     from importlib import metadata
 
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "?"
+    dist = next(iter(metadata.distributions(name=package, path=[*first, *sys.path])), None)
+    return dist.version if dist is not None else "?"
 
 
 #: Hugging Face datasets 5.2.0 and torchdata 0.11.0 with H1-H9 (docs/hf-datasets-5.2.0-conformance.md)
 HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
               library="Hugging Face datasets 5.2.0 and torchdata 0.11.0",
               folders=("datasets-5.2.0", "torchdata-0.11.0"))
+#: torchtitan 0.3.0 with T1, T4 and T5 (docs/torchtitan-0.3.0-conformance.md), copied from its overlay
+TORCHTITAN = PatchSet(target="properties.targets.torchtitan_target:fixed", released="torchtitan",
+                      library="torchtitan 0.3.0", folders=("torchtitan-0.3.0",), overlay=TORCHTITAN_OVERLAY)
 #: every patch set, by the target name that runs it
-PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF,)}
+PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, TORCHTITAN)}
 
 
 def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
@@ -213,4 +237,4 @@ def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
     return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
 
 
-__all__ = ["ENV", "HF", "PATCH_SETS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
+__all__ = ["ENV", "HF", "PATCH_SETS", "TORCHTITAN", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]

@@ -44,6 +44,8 @@ from typing import Any
 from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
 from . import overlay as _overlay
+from .base import Target
+from .patched import TORCHTITAN as FIXES
 from .stream import StreamComponent
 
 VERSION = "0.3.0"
@@ -273,8 +275,6 @@ def components() -> tuple[StreamComponent, ...]:
 
 
 def target():
-    from .base import Target
-
     description = (f"torchtitan {VERSION}'s HuggingFaceTextDataLoader (HuggingFaceTextDataset, ParallelAwareDataloader) "
                    "built through its Config as its Trainer builds it, under the torchtitan trainer model; emulated: "
                    "the tokenizer (each token is its sample's id) and the data (a local JSON-lines dataset, map-style "
@@ -285,3 +285,20 @@ def target():
     description = description.replace(f"torchtitan {VERSION}'s", f"torchtitan {v.version} (datasets "
                                                                  f"{v.datasets_version})'s", 1)
     return Target(name=OVERLAY.target, description=description, components=components())
+
+
+def fixed():
+    """torchtitan with every diff of docs/patches/torchtitan-0.3.0/ applied (T1, T4, T5; T2 and T3 have none): the
+    patch set ``properties.targets.patched.TORCHTITAN``, whose copy of torchtitan only a process of its own
+    imports (``python -m properties`` re-runs the command in one)."""
+
+    description = f"torchtitan {VERSION} with the diffs of docs/patches/torchtitan-{VERSION}/ applied"
+    applied = FIXES.applied()
+    if applied != FIXES.check(None):
+        reason = FIXES.unavailable() if applied is None else f"this process's copy carries {list(applied)}, not all"
+        return Target(name=FIXES.target, description=description, unavailable=reason)
+    if not available():
+        return Target(name=FIXES.target, description=description, unavailable=OVERLAY.missing())
+    return Target(name=FIXES.target, components=components(),
+                  description=f"{description} ({', '.join(applied)}); otherwise the target torchtitan: "
+                              f"{target().description}")
