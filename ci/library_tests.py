@@ -97,16 +97,23 @@ def tests_folder(sdist: Path, member: str, into: Path) -> Path:
     return tests
 
 
-def patched_copy(package: str, version: str) -> tuple[Path, list[str]]:
-    """The installed package with every diff of docs/patches/<package>-<version>/ applied (targets.patched)."""
-    from properties.targets.patched import PatchError, PatchSet
+def patch_set(package: str, version: str):
+    """Every diff of docs/patches/<package>-<version>/ as a ``targets.patched.PatchSet``; a library whose targets
+    run with a dependency overlay (VeOmni's declared datasets) carries it, so its tests run with it too."""
+    from properties.targets.overlay import VEOMNI
+    from properties.targets.patched import PatchSet
 
-    if importlib.util.find_spec(package) is None:
-        raise SystemExit(f"{package} is not installed (bash ci/install.sh --{package})")
-    patch_set = PatchSet(target=f"library-tests:{package}", released="", library=f"{package} {version}",
-                         folders=(f"{package}-{version}",))
+    overlay = VEOMNI if package == "veomni" and VEOMNI.installed() else None
+    return PatchSet(target=f"library-tests:{package}", released="", library=f"{package} {version}",
+                    folders=(f"{package}-{version}",), overlay=overlay)
+
+
+def patched_copy(patches) -> tuple[Path, list[str]]:
+    """The installed package with every diff of the patch set applied, and the diffs' ids."""
+    from properties.targets.patched import PatchError
+
     try:
-        return patch_set.build(), list(patch_set.fixes())
+        return patches.build(), list(patches.fixes())
     except PatchError as e:
         raise SystemExit(str(e)) from None
 
@@ -135,15 +142,6 @@ def run_tests(folder: Path, test_files: tuple[str, ...], package: str, pythonpat
         tags = {child.tag for child in case}
         outcomes[name] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed")
     return outcomes
-
-
-def _overlay_path(package: str) -> str | None:
-    """The dependency overlay a library's targets run with (VeOmni's declared datasets), if installed."""
-    if package != "veomni":
-        return None
-    from properties.targets.overlay import VEOMNI
-
-    return VEOMNI.dir() if VEOMNI.installed() else None
 
 
 #: package -> tests that assert the behaviour a diff fixes, as (pytest id pattern, the fix, why): a fix breaks
@@ -195,11 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tests = tests_from_repo(args.repo, args.ref, work / "run")
             source = f"{', '.join(files)} from the repository at {args.ref}"
-        patched, diffs = patched_copy(package, version)
-        overlay = _overlay_path(package)
-        released = run_tests(tests, files, package, overlay, work / "released.xml", args.k)
-        paths = os.pathsep.join(p for p in (str(patched), overlay) if p)
-        with_diffs = run_tests(tests, files, package, paths, work / "patched.xml", args.k, patched=patched)
+        if importlib.util.find_spec(package) is None:
+            raise SystemExit(f"{package} is not installed (bash ci/install.sh --{package})")
+        patches = patch_set(package, version)
+        patched, diffs = patched_copy(patches)
+        released = run_tests(tests, files, package, os.pathsep.join(patches.import_path(None)) or None,
+                             work / "released.xml", args.k)
+        with_diffs = run_tests(tests, files, package, os.pathsep.join(patches.import_path(patched)),
+                               work / "patched.xml", args.k, patched=patched)
     report = {"library": f"{package} {version}", "tests": source, "diffs": diffs,
               "selection": args.k or "the whole files",
               **compare(released, with_diffs, ENCODE_THE_BUG.get(package, ()))}
