@@ -127,18 +127,14 @@ def test_unknown_fix_is_named_in_the_error():
 # of 21, 6 and 26 samples, no workers, batches of 3, restored after batch 17, once its third source had run out: the last
 # batch of epoch 0 is (20, 1005) uninterrupted and (1005, 20) resumed. It is L17 (a resume replayed its draws of sources
 # as if no source had run out); L17's pin is a smaller example that fails L17's own way as released too. O9's example is
-# L17's second pin. Its draws (seed 81) came from L16's first fix, which hashed worker 0's seed too; since worker 0
-# keeps the plain seed (2026-12-04), seed 81 draws as released and passes without L17, so the pin is the same
-# scenario with seed 100, one of the five seeds in 0-119 that fail without L17 and pass with every fix (11, 49, 85, 90,
-# 100), taken because its batch 17 holds O9's samples: (1005, 20) uninterrupted and (20, 1005) resumed; as released it
-# fails the same way there.
+# L17's second pin (as released it fails at batch 18 first, L3's epoch end).
 MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
           "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json"),
           "O4": ("L8", "stream_resume-stream_litdata-litdata-008b240e37.json"),
           "O8": ("L11", "stream_resume-stream_litdata-litdata-c84156121c.json"),
           "O8-drop-last": ("L11", "stream_resume-stream_litdata-litdata-c70c7d7431.json"),
           "L13-cycling-hand-over": ("L13", "stream_resume-stream_litdata-litdata-a18b703a7a.json"),
-          "O9": ("L17", "stream_resume-stream_litdata-litdata-8c488037d4.json")}
+          "O9": ("L17", "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")}
 
 
 @pytest.mark.parametrize("name", sorted(MERGED))

@@ -20,18 +20,15 @@ from ..targets.stream import StreamComponent
 from .fixset import check_fixes, fixed_target
 
 LITDATA_FIXES: dict[str, str] = {
-    "L1": "only the first iter() after load_state_dict resumes (a change to litdata's stated contract, for discussion), "
-          "and a state saved after that resumed iter() ended or broke off says so, so a loader restored from it does "
-          "not resume either",
+    "L1": "only the first iter() after load_state_dict resumes, and a state records whether its epoch was still "
+          "open (a loop that broke early closed it), so a restored loader resumes only an open epoch",
     "L2": "a cycling ParallelStreamingDataset's epoch (resumed, or continued across epochs) routes its first batch "
           "to the worker after the last one that delivered, and its per-worker counters start at that same worker "
-          "(a routing flag of its own, read where torch puts indices, with restore cleared as released; and "
-          "load_state_dict starts a fresh cycle of worker indices)",
+          "(restore is kept during the iteration, and load_state_dict starts a fresh cycle of worker indices)",
     "L3": "an open epoch that had delivered all its batches restores as open: the next iter() ends it (no batch) "
           "instead of starting the next epoch",
-    "L4": "a CombinedStreamingDataset (or non-cycling ParallelStreamingDataset) worker drops the restored counts and "
-          "positions when the loader starts a new epoch, as the loader resets the main process's copy: a persistent "
-          "worker's later epochs start fresh, and a broken-off resumed epoch iterated again still replays them",
+    "L4": "a CombinedStreamingDataset (or non-cycling ParallelStreamingDataset) worker starts from the restored "
+          "counts and positions once: a persistent worker's later epochs start fresh",
     "L5": "CombinedStreamingDataset.__len__ measures with the loader's batch size and workers instead of setting "
           "batch size 1 and one worker on its sources",
     "L6": "StreamingDataset.load_state_dict takes the state's epoch, so a state saved again before the first batch "
@@ -60,9 +57,8 @@ LITDATA_FIXES: dict[str, str] = {
            "iterator builds it, so a cycling dataset's next epoch starts after the last worker that delivered",
     "L15": "a cycling ParallelStreamingDataset's worker resumes each source in the epoch of its own cycle, not the one "
            "epoch the state holds for every worker (the cycle of the last batch's worker)",
-    "L16": "a CombinedStreamingDataset's workers 1 and up draw their sources with a random generator seeded with "
-           "their rank too, as ParallelStreamingDataset seeds its own, instead of the same seed (and the same draws) in "
-           "every worker; worker 0 keeps the seed, so a loader with no worker or one draws as released",
+    "L16": "a CombinedStreamingDataset's worker draws its sources with a random generator seeded with its rank too, "
+           "as ParallelStreamingDataset seeds its own, instead of the same seed (and the same draws) in every worker",
     "L17": "a resumed unweighted CombinedStreamingDataset replays its draws of sources as the run made them: a draw of "
            "a source whose replayed count has reached its restored count found it exhausted, so the replay drops it "
            "and scales the weights left as __next__ does (and draws no more once one source is left), instead of "
@@ -106,10 +102,9 @@ def litdata_classes() -> SimpleNamespace:
             self._pending_resume = False   # L1/L3: load_state_dict ran and no iter() has been made since
             self._live = False             # L1/L3: an iterator of this epoch is started and not ended or closed
             self._drain = False            # L3: the restored epoch had delivered everything but was not ended
-            self._unstarted = None         # L1/L3: a weak reference to the resumed iterator until it starts
+            self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
             self._received_from = 0        # L9: the worker whose batch arrived last
             self._loaded_latest = None     # L13: the loaded state's last worker, until the first batch after the load
-            self._route_first = False      # L2: this epoch continues a cycling dataset; its first batch is routed
             self._epoch_base = {}          # L10: each worker's running counts when this epoch started (cycling)
 
         def __len__(self):
@@ -150,7 +145,7 @@ def litdata_classes() -> SimpleNamespace:
                     return batches
                 self._drain = False   # that ending iterator was dropped unstarted: this iter() is a new epoch
             batches = self._tracked(self._iter_batches())
-            # L1/L3: a resumed iterator not started yet holds the epoch open while the trainer keeps it
+            # L1: a resumed iterator not started yet holds the epoch open while the trainer keeps it
             self._unstarted = weakref.ref(batches) if self.restore else None
             return batches
 
@@ -173,13 +168,8 @@ def litdata_classes() -> SimpleNamespace:
 
         def state_dict(self):
             state = super().state_dict()
-            if "L3" in self._fixes:
+            if self._fixes & {"L1", "L3"}:
                 state["epoch_open"] = self._epoch_open()
-            if "L1" in self._fixes:
-                # L1: this loader's next iter() starts a new epoch (the one resumed iter() since the load was made,
-                # and its loop ended or broke off); a loader restored from this state must do the same, or a
-                # checkpoint written here would resume the broken-off epoch that this loader had left
-                state["resume_spent"] = self.restore and not self._pending_resume and not self._epoch_open()
             if "L13" in self._fixes and self._loaded_latest is not None:
                 # L13: load_state_dict keeps `latest_worker_idx + 1` in _latest_worker_idx (dataloader.py:1033-1037),
                 # the worker a resume starts at, and state_dict saves that as the last worker that delivered: a
@@ -203,9 +193,11 @@ def litdata_classes() -> SimpleNamespace:
                                                              self.num_workers, self._epoch_base)
             self._pending_resume, self._drain = True, False
             self._loaded_latest = obj["latest_worker_idx"]   # L13: until the next batch, the last worker that delivered
-            if obj.get("resume_spent") and "L1" in self._fixes:
-                self.restore = False
-            if obj.get("epoch_open") and not self.restore and "L3" in self._fixes:
+            if "epoch_open" not in obj:
+                return
+            if not obj["epoch_open"] and "L1" in self._fixes:
+                self.restore = False   # L1: the saved epoch had ended or been broken off: iter() starts the next
+            elif obj["epoch_open"] and not self.restore and "L3" in self._fixes:
                 self._drain = True     # L3: litdata reads "everything delivered" as "epoch over"; it was not over
             if not self.restore and "L2" in self._fixes:
                 # L2: not a resume: the loader is where the uninterrupted one was after its epoch's last batch,
@@ -235,7 +227,7 @@ def litdata_classes() -> SimpleNamespace:
             return counted
 
         def _get_iterator(self):
-            if self._fixes & {"L2", "L9", "L14"} and self.num_workers > 0:
+            if self._fixes & {"L9", "L14"} and self.num_workers > 0:
                 self.check_worker_number_rationality()
                 return FixedStreamingMultiProcessingDataLoaderIter(self)
             return StreamingDataLoader._get_iterator(self)
@@ -244,7 +236,6 @@ def litdata_classes() -> SimpleNamespace:
         # Its calls to its own state_dict/load_state_dict are litdata's (with L2's fresh worker cycle), not this
         # class's; its tracing and profiling lines are left out.
         def _iter_batches(self):
-            self._route_first = False
             if (
                 isinstance(self.dataset, D.ParallelStreamingDataset)
                 and self.dataset.is_cycling()
@@ -263,12 +254,9 @@ def litdata_classes() -> SimpleNamespace:
                         # L10: the workers' counts run on across epochs; this epoch's part starts from these
                         self._epoch_base = {w: (c[0], self._num_cycles[w][0])
                                             for w, c in self._num_samples_yielded_wrapper.items()}
-                # L2: _try_put_index routed the first batch by `restore` alone, which this branch clears (so that a
-                # later epoch hands itself its state, PR #771): the first batch went to worker 0 while the per-worker
-                # counters (_latest_worker_idx) continue after the last worker that delivered. The routing gets a
-                # flag of its own; `restore` is cleared as released.
-                self._route_first = "L2" in self._fixes
-                self.restore = False
+                # L2: was `self.restore = False`, which made _try_put_index route the first batch to worker 0
+                # while the per-worker counters (_latest_worker_idx) continue after the last worker that delivered.
+                self.restore = "L2" in self._fixes
             elif not self.restore:
                 self._latest_worker_idx = 0
                 self._worker_idx = D.cycle(list(range(self.num_workers if self.num_workers > 0 else 1)))
@@ -313,24 +301,6 @@ def litdata_classes() -> SimpleNamespace:
             self.restore = False
 
     class FixedStreamingMultiProcessingDataLoaderIter(D._StreamingMultiProcessingDataLoaderIter):
-        # litdata 0.2.76 _StreamingMultiProcessingDataLoaderIter._try_put_index (dataloader.py:601-617), copied;
-        # change marked L2.
-        def _try_put_index(self):
-            # L2: was `self._loader.restore` alone; a cycling epoch is routed although `restore` is cleared
-            if (self._loader.restore or self._loader._route_first) and self._indexes:
-                assert self._tasks_outstanding < self._prefetch_factor * self._num_workers
-                try:
-                    index = self._next_index()
-                except StopIteration:
-                    return
-                worker_queue_idx = self._indexes.pop(0)
-                self._index_queues[worker_queue_idx].put((self._send_idx, index))
-                self._task_info[self._send_idx] = (worker_queue_idx,)
-                self._tasks_outstanding += 1
-                self._send_idx += 1
-            else:
-                super(D._StreamingMultiProcessingDataLoaderIter, self)._try_put_index()
-
         # torch's _MultiProcessingDataLoaderIter._process_data (torch/utils/data/dataloader.py), which receives the
         # batch with the index of the worker that produced it; change marked L9.
         def _process_data(self, data, worker_idx):
@@ -355,10 +325,8 @@ def litdata_classes() -> SimpleNamespace:
             self._fixes = frozenset(fixes)
             # L8: the loader's epoch, in shared memory so that a persistent worker's copy sees every set_epoch
             # (as Hugging Face datasets shares its epoch with persistent workers); a ParallelStreamingDataset says
-            # which of its sources' iter() calls start a loader epoch (its cycling re-iterations do not). L4's
-            # mixture reads it too, to tell a new loader epoch from the restored one.
-            self._shared_epoch = (torch.tensor(self.current_epoch).share_memory_() if self._fixes & {"L4", "L8"}
-                                  else None)
+            # which of its sources' iter() calls start a loader epoch (its cycling re-iterations do not)
+            self._shared_epoch = torch.tensor(self.current_epoch).share_memory_() if "L8" in self._fixes else None
             self._epoch_start = True
 
         # litdata 0.2.76 StreamingDataset.set_epoch (dataset.py:341-350), copied; change marked L8.
@@ -370,7 +338,7 @@ def litdata_classes() -> SimpleNamespace:
                 self.current_epoch = current_epoch
 
         def __iter__(self):
-            if "L8" in self._fixes and not self._state_dict and self._epoch_start:
+            if self._shared_epoch is not None and not self._state_dict and self._epoch_start:
                 # L8: was nothing: a persistent worker kept the epoch its own __next__ counted at its StopIteration
                 # (dataset.py:1020, 1029), one behind after an epoch the loop broke off. Taken at every iter() that
                 # starts a loader epoch (a worker's fetcher), not when a cycling ParallelStreamingDataset re-iterates
@@ -437,37 +405,12 @@ def litdata_classes() -> SimpleNamespace:
                 # the constructor's epoch 1.
                 self.current_epoch = state_dict["current_epoch"]
 
-    class RestoredEpochMixture:
-        """L4, for CombinedStreamingDataset and a non-cycling ParallelStreamingDataset: the loader resets the main
-        process's copy when it starts a new epoch (reset_state_dict, dataloader.py:856), which a persistent worker's
-        copy never sees; it does the same itself when the loader's epoch (L8's shared one) is not the restored one."""
-
-        _restored_epoch = None   # the loader epoch the restored counts belong to
-
-        def load_state_dict(self, state_dict):
-            super().load_state_dict(state_dict)
-            if state_dict:
-                self._restored_epoch = state_dict["current_epoch"]
-
-        def _reset_at_new_epoch(self):
-            if "L4" not in self._fixes or self._restored_epoch is None:
-                return
-            shared = getattr(self._datasets[0], "_shared_epoch", None)
-            if shared is not None and int(shared) != self._restored_epoch:
-                # L4: was nothing: a persistent worker's copy kept the restored counts, and its sources their
-                # restored positions (a weighted mixture ends at its first exhausted source, so the others never
-                # reach the StopIteration that resets them), for every later epoch. A broken-off resumed epoch
-                # iterated again (the same loader epoch) still replays them, as a fresh worker does (ed7409db).
-                self.reset_state_dict()
-                self._restored_epoch = None
-
-    class FixedCombinedStreamingDataset(RestoredEpochMixture, v.CombinedStreamingDataset):
+    class FixedCombinedStreamingDataset(v.CombinedStreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
 
         def __iter__(self):
-            self._reset_at_new_epoch()
             if "L7" in self._fixes and self._num_samples_yielded is not None:
                 own = self._num_samples_yielded.get(_WorkerEnv.detect().rank) or [0] * len(self._datasets)
                 for dataset, count in zip(self._datasets, own):
@@ -475,6 +418,13 @@ def litdata_classes() -> SimpleNamespace:
             iterator = self._litdata_iter()
             for dataset in self._datasets:
                 dataset._own_samples_yielded = None
+            if "L4" in self._fixes:
+                # L4: the restored counts (and the sources' restored positions) are where this iteration
+                # starts, once; a persistent worker keeps this object, and its next epoch must start fresh.
+                if self._num_samples_yielded is not None:
+                    self._num_samples_yielded.pop(_WorkerEnv.detect().rank, None)
+                for dataset in self._datasets:
+                    dataset._state_dict = None   # not reset_state_dict(): an elastic resume is still under way
             return iterator
 
         def __len__(self):
@@ -493,14 +443,11 @@ def litdata_classes() -> SimpleNamespace:
             if self._num_samples_yielded is not None and worker_env.rank in self._num_samples_yielded:
                 num_samples_yielded = self._num_samples_yielded.get(worker_env.rank, 0)
             seed = self._seed
-            if "L16" in self._fixes and worker_env.rank > 0:
+            if "L16" in self._fixes:
                 # L16: was `self._seed` in every worker: _CombinedDatasetIterator draws each sample's source with
                 # random.Random(seed) (combined.py:180), so every worker drew the same sequence of sources and the
                 # loader, taking the workers in turn, delivered each draw once per worker. The worker's rank goes
                 # into the seed as ParallelStreamingDataset.__iter__ puts it into its own (parallel.py:225-232).
-                # Worker 0 keeps the plain seed, so a loader without workers (or with one) draws as released and
-                # litdata's single-worker expectations hold. The DP rank stays out: a weighted mixture ends at its
-                # first exhausted source, and per-rank draws could end the ranks' epochs after different steps.
                 state = (self._seed, worker_env.rank)
                 seed = int(hashlib.sha256(str(state).encode()).hexdigest(), 16) % (2**32 - 1)
             # L17: a resume replays the draws as the run made them (FixedCombinedDatasetIterator)
@@ -552,7 +499,7 @@ def litdata_classes() -> SimpleNamespace:
 
     _register(FixedCombinedDatasetIterator)
 
-    class FixedParallelStreamingDataset(RestoredEpochMixture, v.ParallelStreamingDataset):
+    class FixedParallelStreamingDataset(v.ParallelStreamingDataset):
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
@@ -616,10 +563,17 @@ def litdata_classes() -> SimpleNamespace:
             if "L11" in self._fixes and self.is_cycling() and self.resume and self._iterator is not None \
                     and not self._state_handed and D_dataset._is_in_dataloader_worker():
                 self._take_loader_state()
-            if not self.is_cycling():
-                # (a cycling dataset continues across epochs by design; the loader hands it its position every epoch)
-                self._reset_at_new_epoch()
-            return self._litdata_iter()
+            iterator = self._litdata_iter()
+            if "L4" in self._fixes and not self.is_cycling():
+                # L4, as for CombinedStreamingDataset: a persistent worker's next epoch starts fresh. (A cycling
+                # dataset continues across epochs by design; the loader hands it its position every epoch.)
+                rank = _WorkerEnv.detect().rank
+                for counts in (self._num_samples_yielded, self._num_cycles):
+                    if counts is not None:
+                        counts.pop(rank, None)
+                for dataset in self._datasets:
+                    dataset._state_dict = None
+            return iterator
 
         def _part_delivered(self, rank, workers, samples, cycles, base) -> tuple[int, int]:
             """(samples this worker delivered in the current epoch, its part of an epoch) (L10). Its counts run on
