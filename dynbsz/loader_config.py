@@ -35,6 +35,18 @@ IN_ORDER_FALSE_COST = (
 )
 
 
+def check_lookahead(value: Any, setting: str = "lookahead") -> None:
+    """``'auto'`` or an integer >= 0: the one rule for a balanced order's lookahead, wherever it is given."""
+    if value == AUTO:
+        return
+    if isinstance(value, str):
+        raise ConfigError(f"{setting}={value!r} is not supported; allowed values: {AUTO!r} or an integer >= 0")
+    try:
+        check_int(setting, value, minimum=0)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; allowed values: {AUTO!r} or an integer >= 0") from None
+
+
 @dataclass(frozen=True)
 class LoaderConfig:
     """How samples are fetched and delivered.
@@ -122,14 +134,7 @@ class LoaderConfig:
         check_choice("modality", self.modality, MODALITIES)
         check_int("micro_batch_size", self.micro_batch_size, minimum=1)
         check_choice("order", self.order, ORDERS)
-        if self.lookahead != AUTO:
-            if isinstance(self.lookahead, str):
-                raise ConfigError(f"lookahead={self.lookahead!r} is not supported; allowed values: {AUTO!r} or an "
-                                  "integer >= 0")
-            try:
-                check_int("lookahead", self.lookahead, minimum=0)
-            except ConfigError as e:
-                raise ConfigError(f"{e}; allowed values: {AUTO!r} or an integer >= 0") from None
+        check_lookahead(self.lookahead)
         if self.cost_model is not None and not isinstance(self.cost_model, CostModel):
             object.__setattr__(self, "cost_model", CostModel.from_dict(self.cost_model))
         if self.order == "balanced":

@@ -23,7 +23,7 @@ import numpy as np
 
 from dynbsz.costs import CostModel
 from dynbsz.errors import check_int
-from dynbsz.loader_config import LoaderConfig
+from dynbsz.loader_config import LoaderConfig, check_lookahead
 from dynbsz.order import resolve_lookahead
 from dynbsz.workload import Trace, with_cost_noise
 
@@ -180,8 +180,7 @@ def study(trace: Trace, loader: LoaderModelConfig, step: StepTime, window: int, 
     """The skew study on true costs ``with_cost_noise(trace, cost_noise, seed)`` (as bench-loader draws
     them); the balanced rows (skipped with ``balanced=False`` or without workers) order on the true
     costs ("exact") and on ``CostModel.fit(trace)`` ("estimated")."""
-    if lookahead != "auto":
-        check_int("lookahead", lookahead, minimum=0)
+    check_lookahead(lookahead)
     loader = _in_trace_order(loader)
     true = with_cost_noise(trace, cost_noise, seed)
     plain = compare_orders(true, loader, step, window)
