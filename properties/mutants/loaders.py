@@ -19,7 +19,7 @@ from torch.utils.data import Dataset, get_worker_info
 from dynbsz.datasets import TraceMapDataset
 from dynbsz.gates import FixedGate
 from dynbsz.loader import DynamicBatchLoader
-from dynbsz.order import auto_lookahead, balanced_order, epoch_order, loader_order, rank_order
+from dynbsz.order import auto_lookahead, balanced_order, epoch_order, loader_order, rank_order, resolve_lookahead
 from dynbsz.packing import pack
 from dynbsz.sequencer import Sequencer
 from dynbsz.worker_runtime import PackingStream, WorkerRuntimeLoader
@@ -284,30 +284,29 @@ class BalancedOrderAtRestore(DynamicBatchLoader):
         super().load_state_dict(state)
         c = self.config
         if c.order == "balanced":
-            order = rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size, c.shuffle)
             alive = 0   # len(workers) of a loader that has not iterated since the restore
-            self._order_cache = (self.epoch, balanced_order(order, self.cost_estimates()[order], num_workers=alive,
-                                                            prefetch_factor=c.prefetch_factor or 2,
-                                                            lookahead=c.lookahead, batch_size=c.fetch_batch_size))
+            self._reorder_after_restore(num_workers=alive, lookahead=resolve_lookahead(c, self.cost_estimates()))
+
+    def _reorder_after_restore(self, *, num_workers: int, lookahead: int) -> None:
+        c = self.config
+        order = rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size, c.shuffle)
+        self._order_cache = (self.epoch, balanced_order(order, self.cost_estimates()[order], num_workers=num_workers,
+                                                        prefetch_factor=c.prefetch_factor or 2, lookahead=lookahead,
+                                                        batch_size=c.fetch_batch_size))
 
 
 @loader_mutant("balanced-auto-at-restore", replaces="loader:main")
-class BalancedAutoAtRestore(DynamicBatchLoader):
+class BalancedAutoAtRestore(BalancedOrderAtRestore):
     """lookahead='auto' resolved from the worker processes running, and a restored loader has none
     yet: after a restore the epoch is ordered with lookahead 0 (the sampler's order), so positions
     the ledger holds as delivered are other samples than the ones delivered."""
 
     def load_state_dict(self, state):
-        super().load_state_dict(state)
+        DynamicBatchLoader.load_state_dict(self, state)
         c = self.config
         if c.order == "balanced" and c.lookahead == "auto":
             alive = 0   # len(workers) of a loader that has not iterated since the restore
-            order = rank_order(self.num_samples, c.seed, self.epoch, c.dp_rank, c.dp_size, c.shuffle)
-            lookahead = auto_lookahead(self.cost_estimates(), alive)
-            self._order_cache = (self.epoch, balanced_order(order, self.cost_estimates()[order],
-                                                            num_workers=c.num_workers,
-                                                            prefetch_factor=c.prefetch_factor or 2,
-                                                            lookahead=lookahead, batch_size=c.fetch_batch_size))
+            self._reorder_after_restore(num_workers=c.num_workers, lookahead=auto_lookahead(self.cost_estimates(), alive))
 
 
 class OverflowSequencer(Sequencer):
