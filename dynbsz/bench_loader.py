@@ -160,11 +160,10 @@ def suite(samples: int = 1200, workers: int = 4, prefetch_factors=(2, 4), seed: 
     for name, workload in SUITE_TRACES.items():
         base = workload.sample(samples, seed)
         true = with_cost_noise(base, cost_noise, seed)
-        resolved = {"exact": resolve_lookahead(LoaderConfig(num_workers=workers, order="balanced", lookahead=lookahead),
-                                               true.cost_s),
-                    "estimated": resolve_lookahead(LoaderConfig(num_workers=workers, order="balanced",
-                                                                lookahead=lookahead),
-                                                   estimate_costs(samples, TraceMeta(base), CostModel.fit(base).estimate))}
+        config = LoaderConfig(num_workers=workers, order="balanced", lookahead=lookahead)
+        resolved = {"exact": resolve_lookahead(config, true.cost_s),
+                    "estimated": resolve_lookahead(config, estimate_costs(samples, TraceMeta(base),
+                                                                          CostModel.fit(base).estimate))}
         for pf in prefetch_factors:
             rows = {r.mode: r for r in run(samples, workers, pf, seed, repeat, trace=base, cost_noise=cost_noise,
                                            lookahead=lookahead, only=SUITE_MODES)}
