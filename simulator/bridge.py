@@ -19,7 +19,7 @@ estimates (``with_cost_noise``), or the same durations and other estimates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -48,6 +48,9 @@ class LoaderOrder:
     num_samples: int
     estimates: np.ndarray | None = None
     first_epoch: int = 0
+    # epoch -> its order, read-only: a pure function of the fields above, and a balanced order costs 10-25 us
+    # a sample to compute, so the runs of one Trainer (advise's gate search: ~15 gates on one loader) share it
+    _epochs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, LoaderConfig):
@@ -71,7 +74,12 @@ class LoaderOrder:
                               "drop estimates or set LoaderConfig(order='balanced')")
 
     def __call__(self, epoch: int) -> np.ndarray:
-        return loader_order(self.num_samples, self.config, self.first_epoch + epoch, self.estimates)
+        rows = self._epochs.get(epoch)
+        if rows is None:
+            rows = np.asarray(loader_order(self.num_samples, self.config, self.first_epoch + epoch, self.estimates))
+            rows.setflags(write=False)
+            self._epochs[epoch] = rows
+        return rows
 
 
 def trace_estimates(trace: Trace, estimator: CostModel | Mapping[str, Any] | Callable[[Mapping], float]) -> np.ndarray:

@@ -258,10 +258,16 @@ class PolicyStudy:
         table: dict[str, dict[str, float]] = {}
         reach: dict[str, float | None] = {}     # label -> time to cfg.max_tokens (None: not within the horizon)
 
+        done: dict[str, list[TrainingRun]] = {}
+
         def scored(label: str) -> list[TrainingRun]:
             # with --tokens N too: every run goes to the horizon (the hour figures need it), and the time
-            # to N is read off the same runs (a run stopped at N could not report the later hours)
-            return [self.trainer(workload, s).run(budget, label, dp) for s in cfg.scored_seeds]
+            # to N is read off the same runs (a run stopped at N could not report the later hours). A run is a
+            # pure function of (stream, budget, gate, dp): the advised gate, most often a searched fixed size or
+            # one of the gates, is not run again
+            if label not in done:
+                done[label] = [self.trainer(workload, s).run(budget, label, dp) for s in cfg.scored_seeds]
+            return done[label]
 
         def add(label: str, runs: list[TrainingRun] | None, error: str | None = None, kind: str = "gate") -> None:
             row = {"budget": budget, "dp": dp, "workload": workload, "gate": label, "kind": kind}

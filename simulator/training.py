@@ -273,6 +273,7 @@ class Trainer:
     def __init__(self, config: TrainingConfig = TrainingConfig()):
         self.config = config
         self.stream = Stream(config.workload.workload, config.seed)
+        self._orders: dict = {}     # (dp, rank, trace length) -> bridge.LoaderOrder, with a loader_config
         self._mean_cost = float(config.workload.workload.sample(4096, 0).cost_s.mean())
 
     def _samples_per_rank(self, budget: int) -> int:
@@ -314,9 +315,16 @@ class Trainer:
 
             lc = cfg.loader_config
             model_cfg = LoaderModelConfig.for_loader(lc, sampler=False)
-            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True,
-                              order_fn=LoaderOrder(_replace(lc, dp_rank=r, dp_size=dp), len(trace),
-                                                   cfg.estimates if lc.order == "balanced" else None))
+
+            def order(r: int) -> LoaderOrder:
+                # one per (dp, rank, trace length) for every run of this trainer: it keeps its epochs' orders
+                key = (dp, r, len(trace))
+                if key not in self._orders:
+                    self._orders[key] = LoaderOrder(_replace(lc, dp_rank=r, dp_size=dp), len(trace),
+                                                    cfg.estimates if lc.order == "balanced" else None)
+                return self._orders[key]
+
+            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True, order_fn=order(r))
                      for r in range(dp)]
         else:
             feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,

@@ -256,3 +256,26 @@ def test_policy_gates_help_lists_the_actual_defaults():
     pol = build_parser()._subparsers._group_actions[0].choices["policy"]
     gates = next(a for a in pol._actions if "--gates" in a.option_strings)
     assert gates.default == DEFAULT_GATES and ",".join(DEFAULT_GATES) in gates.help
+
+
+def test_a_point_runs_each_gate_once_per_scored_stream(monkeypatch):
+    # the advised gate is most often a searched size or one of the gates: its runs are those runs, not new ones
+    calls: list = []
+    real = Trainer.run
+
+    def counted(self, budget, gate, dp, **kw):
+        calls.append((self.config.seed, str(gate)))
+        return real(self, budget, gate, dp, **kw)
+
+    monkeypatch.setattr(Trainer, "run", counted)
+    cfg = replace(TINY, gates=("fixed:200", "auto"))
+    rows, entry = PolicyStudy(cfg).point(512 * K, 1, "seed")
+    # this point's advice is a searched size (fixed:8): the case where a second run would repeat the first
+    assert entry["advised_gate"] in {f"fixed:{n}" for n in cfg.fixed_search} | {"auto"}
+    scored = [c for c in calls if c[0] in cfg.scored_seeds]
+    assert len(scored) == len(set(scored))
+    ran = {g for _, g in scored}
+    assert ran == {f"fixed:{n}" for n in cfg.fixed_search} | {"auto", entry["advised_gate"]}
+    advised = next(r for r in rows if r["kind"] == "advised")
+    same = next(r for r in rows if r["gate"] == entry["advised_gate"])
+    assert advised["tokens_by_hour"] == same["tokens_by_hour"] and advised["steps"] == same["steps"]
