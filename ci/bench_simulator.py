@@ -13,7 +13,11 @@ Prints one JSON report:
   (the real GreedyPacker, 8 workers): the simulator plus the packer's own cost.
 * ``seed_run``: the seed's measured 5,063.80 s run (1M budget, buffer 200, DP1, first
   micro-batch): simulated seconds per wall second.
+* ``policy_point``: one point of ``simulator policy``'s default grid (seed stream, 256K, DP8: 3 scored
+  and 3 advice streams, ~97 training runs to 24 h), wall and CPU seconds.
 * ``full_study`` (with ``--full``): the whole default cold-start table.
+* ``policy_grid`` (with ``--policy-grid``): the whole default ``simulator policy`` grid (60 points) on
+  ``processes:2``, wall and CPU seconds (this process and its workers); issue 27's goal: 180 CPU-s.
 
 Inputs (traces) are built before the clock starts; each figure is the best of ``--repeat`` runs.
 """
@@ -24,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import sys
 import time
 
@@ -31,6 +36,7 @@ from dynbsz import FixedGate, PackerConfig
 from simulator.config import LoaderModelConfig
 from simulator.dynbatch import run_rank
 from simulator.loader_model import simulate
+from simulator.policy import PolicyConfig, PolicyStudy
 from simulator.study import SEED_READY_S, Study, StudyConfig
 from simulator.workloads import TEXT_VIDEO
 
@@ -47,11 +53,18 @@ def best(fn, repeat: int):
     return min(times), out
 
 
+def _cpu_with_children() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ci.bench_simulator", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--samples", type=int, default=1_000_000)
     ap.add_argument("--full", action="store_true", help="also time the whole default cold-start table")
+    ap.add_argument("--policy-grid", action="store_true",
+                    help="also time the whole default policy grid (about 10-25 CPU-minutes)")
     args = ap.parse_args(argv)
     report: dict = {"benchmark": "simulator", "python": platform.python_version(), "cpus": os.cpu_count(),
                     "repeat": args.repeat}
@@ -86,6 +99,19 @@ def main(argv=None) -> int:
                           "simulated_s": srow.ready_p50_s, "wall_s": w,
                           "simulated_s_per_wall_s": srow.ready_p50_s / w,
                           "seed_measured_s_per_wall_s": SEED_MEASURED_RUN_S / w}
+
+    cfg = PolicyConfig()
+    c0 = time.process_time()
+    w, _ = best(lambda: PolicyStudy(cfg).point(256 * K, 8, "seed"), 1)
+    report["policy_point"] = {"point": "seed 256K dp8, default streams and searches", "wall_s": w,
+                              "cpu_s": time.process_time() - c0}
+
+    if args.policy_grid:
+        c0, t0 = _cpu_with_children(), time.perf_counter()
+        PolicyStudy(cfg).run(executor="processes:2")
+        report["policy_grid"] = {"points": len(PolicyStudy(cfg).points()), "executor": "processes:2",
+                                 "wall_s": time.perf_counter() - t0, "cpu_s": _cpu_with_children() - c0,
+                                 "goal_cpu_s": 180.0}
 
     if args.full:
         t0 = time.perf_counter()
