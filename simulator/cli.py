@@ -669,10 +669,12 @@ def _int_list(flag: str, value: str, what: str) -> tuple[int, ...]:
 
 
 def cmd_advise(args) -> int:
+    import os
+
     from .advise import advise, read_trace
     from .training import parse_step_model
 
-    executor = _executor(args, "serial")
+    executor = _executor(args, f"processes:{min(2, os.cpu_count() or 1)}")
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
     multiples = _int_list("--reorder-buffers", args.reorder_buffers, "multiples of workers x prefetch like 8 or 4,16")
@@ -913,7 +915,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")
-    _add_executor(a, "serial")
+    _add_executor(a, "processes:min(2, CPUs)")
     _add_common(a)
     a.set_defaults(func=cmd_advise)
 
