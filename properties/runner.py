@@ -6,9 +6,10 @@ with the minimal one last), and the ``@reproduce_failure`` blob is read from the
 exception's notes. Nothing is printed to stdout: targets that print (VeOmni does)
 are redirected to stderr so ``--json`` stays parseable.
 
-A seed reproduces a search only for the same code and the same loaded modules:
-Hypothesis also draws literal constants it finds in the local modules imported so
-far. The saved regression file, not the seed, is the exact reproduction.
+A seed reproduces a search for the same code and Hypothesis version, whatever ran before in
+the process and (ci and dev profiles) whatever passing runs left in the example database
+(``hermetic_search``, ``_FailuresOnly``); only a failure saved there is replayed first, by design.
+The saved regression file is the exact reproduction across code changes.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable
+from random import Random
+from typing import Any, Iterable, Iterator
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import HypothesisException
 
 from dynbsz.errors import DroppedSampleWarning
@@ -114,6 +118,124 @@ def quiet_target():
             log.setLevel(level)
 
 
+class _FailuresOnly(ExampleDatabase):
+    """The example database as a search sees it: failures pass (Hypothesis's primary key, the minimal
+    failing examples, replayed first in the next run; its secondary key, their larger predecessors),
+    the pareto front does not. Hypothesis keeps the examples that score best on the suite's
+    ``target()`` observations under ``<key>.pareto`` and replays up to a tenth of ``max_examples`` of
+    them, drawn with the search's own random, before generating: a run that passed changed the examples
+    of the next run of the same seed (``check --json`` on dynbsz's packer and gates, seed 0:
+    ``progress[gate:context_aware]`` reached 38 of 60 with no database, 37 with an empty one, 27 in the
+    next run on the same database). A search with the target phase keeps it (``_search_database``)."""
+
+    def __init__(self, db: ExampleDatabase) -> None:
+        super().__init__()
+        self._wrapped = db
+
+    def __repr__(self) -> str:
+        return f"_FailuresOnly({self._wrapped!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _FailuresOnly) and self._wrapped == other._wrapped
+
+    @staticmethod
+    def _kept(key: bytes) -> bool:
+        return not key.endswith(b".pareto")
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        if self._kept(key):
+            yield from self._wrapped.fetch(key)
+
+    def save(self, key: bytes, value: bytes) -> None:
+        if self._kept(key):
+            self._wrapped.save(key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if self._kept(key):
+            self._wrapped.delete(key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        if self._kept(src) and self._kept(dest):
+            self._wrapped.move(src, dest, value)
+        elif self._kept(dest):
+            self._wrapped.save(dest, value)
+        elif self._kept(src):
+            self._wrapped.delete(src, value)
+
+    def _start_listening(self) -> None:   # nothing in a search listens; a listener would see no change
+        pass
+
+    def _stop_listening(self) -> None:
+        pass
+
+
+def _search_database(spec: str | None, phases: Iterable[Phase]) -> ExampleDatabase | None:
+    """``spec``'s database (``profiles.example_database``), without its pareto front (``_FailuresOnly``)
+    unless the search has the target phase (the fuzz profile): there the front carried from round to
+    round and run to run is what the phase climbs from, and a campaign's failures replay from the saved
+    file, not from a seed."""
+    db = profiles.example_database(spec)
+    return db if db is None or Phase.target in phases else _FailuresOnly(db)
+
+
+@contextlib.contextmanager
+def hermetic_search() -> Iterator[None]:
+    """Inside the block the examples of a search depend on its seed, the strategies and the Hypothesis
+    version only, not on what ran before in the process nor on the example database's passing entries.
+
+    Two process-wide inputs of Hypothesis's generator are fixed here (private Hypothesis hooks: where
+    one is absent, an older or a reworked Hypothesis, it is left as it is):
+
+    * **local constants.** Hypothesis (6.131 on) sometimes draws a literal it found in the source of
+      the local (not site-packages, not test) modules in ``sys.modules`` at the time of the draw. Which
+      modules those are depends on what the process imported before (other tests, the simulator, a
+      regression file imported from a temporary directory), so the same seed gave other examples after
+      other work: ``minimum_gate[gate:context_aware]``, seed 0, 60 examples, reached the gate in 44
+      alone, 42 after importing the simulator and the test modules, 29 once in a full ``pytest -n
+      auto``. Here that pool is empty; Hypothesis's own global constants (fixed per version) stay.
+    * **the pareto front's random.** With an example database Hypothesis keeps a pareto front of the
+      ``target()`` scores, and evicting from it drew from the search's random: the same seed gave
+      other examples with a database than without (besides replaying the front, which
+      ``_FailuresOnly`` stops). Here the front draws from a random of its own.
+    """
+    patches = []
+    try:
+        from hypothesis.internal.conjecture import engine, providers
+
+        empty = providers.Constants()
+        patches.append((providers, "_get_local_constants", lambda: empty))
+        front = engine.ParetoFront
+
+        class _OwnRandomFront(front):   # type: ignore[misc,valid-type]
+            def __init__(self, random) -> None:  # noqa: ARG002 - the search's random, left to the search
+                super().__init__(Random(0))
+
+        patches.append((engine, "ParetoFront", _OwnRandomFront))
+        cache = providers.CONSTANTS_CACHE.cache   # holds the local pool it was built with: cleared in and out
+    except (ImportError, AttributeError):  # pragma: no cover - another Hypothesis
+        patches, cache = [], {}
+    with _PATCH_LOCK:   # nested or concurrent searches: the first in patches, the last out restores
+        if _PATCHED["depth"] == 0:
+            _PATCHED["originals"] = [(module, name, getattr(module, name)) for module, name, _ in patches]
+            for module, name, value in patches:
+                setattr(module, name, value)
+            cache.clear()
+        _PATCHED["depth"] += 1
+    try:
+        yield
+    finally:
+        with _PATCH_LOCK:
+            _PATCHED["depth"] -= 1
+            if _PATCHED["depth"] == 0:
+                for module, name, value in _PATCHED.pop("originals"):
+                    setattr(module, name, value)
+                cache.clear()
+
+
+_PATCH_LOCK = threading.Lock()
+_PATCHED: dict[str, Any] = {"depth": 0}
+
+
 def guarded_check(prop: Property, component: Component, ex: Any) -> None:
     """Run a check; a crash of the target on a valid example is a violation, not a harness error."""
     try:
@@ -134,7 +256,7 @@ def _settings(rs: RunSettings, prop: Property | None = None) -> settings:
     # An explicit count is taken as asked; a profile's is scaled by what the property's examples cost.
     examples = rs.max_examples or (prop.examples_for(base.max_examples) if prop is not None
                                    else base.max_examples)
-    return settings(base, database=profiles.example_database(rs.database),
+    return settings(base, database=_search_database(rs.database, phases),
                     max_examples=examples, deadline=None, print_blob=True,
                     report_multiple_bugs=False, verbosity=Verbosity.quiet, phases=phases,
                     suppress_health_check=list(HealthCheck))
@@ -215,7 +337,7 @@ def _outcome(prop: Property, base: dict, state: dict, tally: coverage.Tally, tes
     example count, the failing example and its message, as the test function recorded them)."""
     base = {**base, "coverage": None}
     try:
-        with quiet_target(), step_timeout(rs.step_timeout_s):
+        with quiet_target(), step_timeout(rs.step_timeout_s), hermetic_search():
             test()
     except StopSearch as e:
         return Result(**base, status="fail", examples=state["n"],

@@ -3,9 +3,9 @@ at least one per dynbsz module a property covers) is killed by the property suit
 profile, and the example that killed it is no false alarm: dynbsz passes it.
 
 The settings are ``python -m properties mutants``'s (ci profile, seed 0, no example database, no
-shrinking). Which property kills a mutant first can differ between this process and the CLI
-(Hypothesis also draws constants from the modules loaded), so the goal checked is the one
-that matters: killed, by a genuine counterexample.
+shrinking). The runner keeps a seed's examples independent of the modules loaded
+(``runner.hermetic_search``), but which property kills a mutant first is not the point: the goal
+checked is the one that matters, killed, by a genuine counterexample.
 """
 
 from __future__ import annotations

@@ -263,10 +263,11 @@ def test_check_json_reports_what_share_of_examples_reached_each_property_s_state
     for r in doc["results"]:
         cov = r["coverage"]
         assert cov["interesting"] and cov["of"] == r["examples"] == 60, r
-        # 0.4, not 0.5: minimum_gate[gate:context_aware] reached 29 of 60 once in a full suite run (2026-12-04, an
-        # xdist worker after other tests) where it reaches 44 of 60 alone, in this file and under load; not yet
-        # explained (the examples of one seed should not depend on what ran before in the process)
-        assert cov["share"] >= 0.4, f"{r['property']}[{r['component']}] reached {cov['interesting']!r} in {cov}"
+        # The lowest share is 0.633 (progress[gate:context_aware], 38 of 60) whatever ran before in the process:
+        # the runner keeps Hypothesis from drawing constants out of the modules loaded (runner.hermetic_search,
+        # tests/test_properties_seed.py); before that, the examples of one seed depended on them (29 of 60 once
+        # in a full suite run, 44 alone, for minimum_gate[gate:context_aware]).
+        assert cov["share"] >= 0.5, f"{r['property']}[{r['component']}] reached {cov['interesting']!r} in {cov}"
         assert cov["events"][cov["interesting"]] == cov["reached"]
 
 
