@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--workers", type=int, default=1, metavar="N",
                    help="run the campaign in N processes, the (property, component) pairs dealt out among them, all "
                         "writing one example database (default: 1, this process)")
+    f.add_argument("--rounds", type=int, default=None, metavar="R",
+                   help="stop after R rounds if --minutes is not up first (default: until it is); with time to "
+                        "spare, every pair then runs the same examples however many --workers share the campaign")
     component_option(f)
 
     r = sub.add_parser("replay", help="replay one saved failure; exit 1 if it still fails")
@@ -240,6 +243,8 @@ def cmd_fuzz(args) -> int:
     _check_properties(args.properties)
     _check_positive("--minutes", args.minutes)
     _check_positive("--workers", args.workers)
+    if args.rounds is not None:
+        _check_positive("--rounds", args.rounds)
     target = resolve(args.target)
     _check_components(target, args.components)
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
@@ -247,7 +252,8 @@ def cmd_fuzz(args) -> int:
     print(f"fuzzing {target.name} for {args.minutes:g} min from seed {seed} (profile {args.profile}){workers}; "
           f"failures go to {_corpus_dir(args)}", file=sys.stderr)
     kw = dict(seed=seed, corpus_dir=_corpus_dir(args), only=args.properties, database=_database(args),
-              profile=args.profile, step_timeout_s=_step_timeout(args), components=args.components)
+              profile=args.profile, step_timeout_s=_step_timeout(args), components=args.components,
+              rounds=args.rounds)
     if args.workers > 1:
         from .fuzz_workers import fuzz_in_workers
 

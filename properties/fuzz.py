@@ -57,14 +57,18 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
          database: str | None = None, profile: str = "fuzz", clock: Callable[[], float] = time.monotonic,
          progress: Callable[[str], None] = lambda line: None,
          step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S, components: Iterable[str] | None = None,
-         shard: tuple[int, int] = (0, 1)) -> FuzzReport:
+         shard: tuple[int, int] = (0, 1), rounds: int | None = None) -> FuzzReport:
     """Round-robin over the (property, component) pairs until ``minutes`` have passed (``only`` and
     ``components`` narrow them, as ``check``'s do). Round r uses seed ``seed + r``; a run is sized to the time
     left from the pair's measured rate. ``step_timeout_s``: the wall-time bound on a loader's iter() and next()
     (``properties.watchdog``). ``shard=(i, n)``: only the pairs at positions i, i + n, ... of the plan (the
     skipped ones reported by shard 0), so n processes share a campaign (``properties.fuzz_workers``); a pair
-    runs with the same seeds whatever the shard."""
+    runs with the same seeds whatever the shard. ``rounds``: stop after that many rounds if the time is not up
+    first (a fixed amount of work: with time to spare every pair runs the same examples with the same seeds,
+    however many processes share the campaign)."""
     index, count = shard
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
+        raise ValueError(f"rounds={rounds!r}: a whole number of rounds >= 1, or None (until the time is up)")
     if not (0 <= index < count):
         raise ValueError(f"shard={shard}: the index must be in 0..{count - 1}")
     profiles.register()
@@ -84,7 +88,7 @@ def fuzz(target: Target, minutes: float, *, seed: int, corpus_dir: str | Path | 
         report.pairs.append(stats)
         live.append((prop, component, stats))
     chunk = FIRST_CHUNK
-    while live and clock() < deadline:
+    while live and clock() < deadline and (rounds is None or report.rounds < rounds):
         for prop, component, stats in list(live):
             left = deadline - clock()
             if left <= 0:

@@ -182,6 +182,26 @@ def test_fuzz_rounds_grow_and_respect_the_clock(tmp_path):
     assert sum(p.seconds for p in report.pairs) <= 60.0
 
 
+def test_fuzz_rounds_stop_a_campaign_after_a_fixed_amount_of_work_however_it_is_sharded(tmp_path, capsys):
+    from properties.fuzz import fuzz
+    from properties.fuzz_workers import merge
+    from properties.targets import resolve
+
+    kw = dict(minutes=60.0, seed=5, corpus_dir=tmp_path, only=["minimum_gate", "ready_idempotent"], profile="dev",
+              database=None, rounds=1)
+    whole = fuzz(resolve("dynbsz"), **kw)
+    assert whole.rounds == 1 and all(p.rounds == 1 for p in whole.pairs)
+    halves = merge([fuzz(resolve("dynbsz"), shard=(i, 2), **kw) for i in range(2)])
+    examples = lambda r: sorted((p.property, p.component, p.examples) for p in r.pairs)  # noqa: E731
+    assert examples(halves) == examples(whole) and halves.rounds == 1
+    two = fuzz(resolve("dynbsz"), **{**kw, "rounds": 2, "only": ["minimum_gate"]})
+    assert two.rounds == 2 and all(p.rounds == 2 for p in two.pairs)
+    with pytest.raises(ValueError, match="rounds=0"):
+        fuzz(resolve("dynbsz"), **{**kw, "rounds": 0})
+    code, _, err = run(capsys, "fuzz", "--target", "dynbsz", "--minutes", "1", "--rounds", "0")
+    assert code == 2 and "--rounds must be > 0, got 0" in err
+
+
 def test_list_names_targets_properties_and_mutants(capsys):
     code, out, _ = run(capsys, "list", "--json")
     doc = json.loads(out)
