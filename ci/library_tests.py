@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIM = Path(__file__).resolve().parent / "datasets_tests"
 #: package -> the test files run by default (those of the modules its diffs touch)
 LIBRARIES = {"datasets": ("tests/test_iterable_dataset.py",),
-             "litdata": ("tests/streaming/test_dataloader.py", "tests/streaming/test_combined.py"),
+             "litdata": ("tests/streaming/test_dataloader.py", "tests/streaming/test_combined.py",
+                         "tests/streaming/test_dataset.py", "tests/streaming/test_parallel.py"),
              "veomni": ("tests/data/test_dynamic_batching_dataset.py", "tests/data/test_dataloader.py",
                         "tests/data/test_multisource_dataset.py")}
 
