@@ -42,8 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIM = Path(__file__).resolve().parent / "datasets_tests"
 #: package -> the test files run by default (those of the modules its diffs touch)
 LIBRARIES = {"datasets": ("tests/test_iterable_dataset.py",),
+             # not tests/streaming/test_parallel.py (parallel.py has diffs too): v0.2.71's resume tests there hang
+             # on the 0.2.76 release itself (test_parallel_dataset_partial_iteration_resume, ..._complete_...)
              "litdata": ("tests/streaming/test_dataloader.py", "tests/streaming/test_combined.py",
-                         "tests/streaming/test_dataset.py", "tests/streaming/test_parallel.py"),
+                         "tests/streaming/test_dataset.py"),
              "veomni": ("tests/data/test_dynamic_batching_dataset.py", "tests/data/test_dataloader.py",
                         "tests/data/test_multisource_dataset.py")}
 
