@@ -154,6 +154,10 @@ ENCODE_THE_BUG: dict[str, tuple[tuple[str, str, str], ...]] = {
                   "its expected order shuffles the shards of epoch 1 with np.random.default_rng(epoch), the "
                   "seed-independent generator H2 replaces (test_iterable_dataset.py:2959); with H2 it would derive "
                   "the generator from the shuffle seed and the epoch as the diff does"),),
+    "litdata": (("tests.streaming.test_dataloader::test_custom_collate_multiworker", "L16",
+                 "it expects workers 1 and 2 to draw their first batch of the weighted mixture exactly as worker 0 "
+                 "does ([1, 1] each, test_dataloader.py:240-244): every worker drawing the same sequence of datasets "
+                 "is the bug L16 fixes; with L16 worker 1 draws [0, 2]"),),
 }
 
 
