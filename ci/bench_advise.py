@@ -18,12 +18,12 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import tempfile
 import time
 
+from ci.cpu import cpu_seconds
 from simulator.advise import advise, read_trace
 from simulator.executors import parse_executor
 from simulator.training import STEP_PRESETS, TEXT_VIDEO_LONG
@@ -31,11 +31,6 @@ from simulator.workloads import Stream
 
 #: issue 27 part 3: a 20,000-sample advise in at most 10 s of wall time, as the CLI runs it
 GOAL_S = 10.0
-
-
-def _cpu_with_children() -> float:
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main(argv=None) -> int:
@@ -58,11 +53,11 @@ def main(argv=None) -> int:
         Stream(TEXT_VIDEO_LONG, 5).take(args.samples).to_csv(path)
         for _ in range(args.repeat):
             for spec in specs:                    # alternating: the machine's load falls on each alike
-                c0, t0 = _cpu_with_children(), time.perf_counter()
+                c0, t0 = cpu_seconds(), time.perf_counter()
                 outs[spec] = advise(read_trace(path), args.budget, args.dp, STEP_PRESETS["1b-h100"], hours=(24.0,),
                                     executor=spec)
                 walls[spec].append(time.perf_counter() - t0)
-                cpus[spec].append(_cpu_with_children() - c0)
+                cpus[spec].append(cpu_seconds() - c0)
     out = outs[specs[0]]
     same = all({k: v for k, v in o.items() if k != "seconds"} == {k: v for k, v in out.items() if k != "seconds"}
                for o in outs.values())

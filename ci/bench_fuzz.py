@@ -4,7 +4,7 @@
 
 Runs one campaign (target, seed, no example database) once per worker count, in that order, each as ``python -m
 properties fuzz ... --json`` in a subprocess, and prints one JSON report: per run the examples, the wall seconds,
-the CPU seconds of the run (its processes and their DataLoader workers: ``RUSAGE_CHILDREN``), examples per wall
+the CPU seconds of the run (its processes and their DataLoader workers, ``ci.cpu``; this process only waits), examples per wall
 second and per CPU second, and the ratio of the N-worker rate to the 1-worker one.
 
 By default the work is fixed: ``--rounds 1`` stops each campaign after its first round (``--minutes`` is only a
@@ -21,11 +21,12 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+from ci.cpu import cpu_seconds
 
 
 def campaign(target: str, minutes: float, workers: int, seed: int, rounds: int) -> dict:
@@ -34,14 +35,13 @@ def campaign(target: str, minutes: float, workers: int, seed: int, rounds: int) 
                "--workers", str(workers), "--seed", str(seed), "--database", "none", "--corpus", corpus, "--json"]
         if rounds:
             cmd += ["--rounds", str(rounds)]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = cpu_seconds()
         started = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = cpu_seconds() - before
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     doc = json.loads(done.stdout)
     examples = sum(r.get("examples", 0) for r in doc["results"])
     return {"workers": workers, "examples": examples, "rounds": doc.get("rounds"), "wall_s": round(wall, 1),

@@ -28,10 +28,10 @@ import argparse
 import json
 import os
 import platform
-import resource
 import sys
 import time
 
+from ci.cpu import cpu_seconds
 from dynbsz import FixedGate, PackerConfig
 from simulator.config import LoaderModelConfig
 from simulator.dynbatch import run_rank
@@ -51,11 +51,6 @@ def best(fn, repeat: int):
         out = fn()
         times.append(time.perf_counter() - t0)
     return min(times), out
-
-
-def _cpu_with_children() -> float:
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main(argv=None) -> int:
@@ -101,16 +96,16 @@ def main(argv=None) -> int:
                           "seed_measured_s_per_wall_s": SEED_MEASURED_RUN_S / w}
 
     cfg = PolicyConfig()
-    c0 = time.process_time()
+    c0 = cpu_seconds()
     w, _ = best(lambda: PolicyStudy(cfg).point(256 * K, 8, "seed"), 1)
     report["policy_point"] = {"point": "seed 256K dp8, default streams and searches", "wall_s": w,
-                              "cpu_s": time.process_time() - c0}
+                              "cpu_s": cpu_seconds() - c0}
 
     if args.policy_grid:
-        c0, t0 = _cpu_with_children(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         PolicyStudy(cfg).run(executor="processes:2")
         report["policy_grid"] = {"points": len(PolicyStudy(cfg).points()), "executor": "processes:2",
-                                 "wall_s": time.perf_counter() - t0, "cpu_s": _cpu_with_children() - c0,
+                                 "wall_s": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0,
                                  "goal_cpu_s": 180.0}
 
     if args.full:
