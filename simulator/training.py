@@ -19,7 +19,7 @@ window of steps. Nothing here decides what is packed or when a cut happens: that
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -28,6 +28,7 @@ from dynbsz import GreedyPacker, PackerConfig
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.workload import SourceSpec, Trace, Workload
 
+from .bridge import LoaderOrder
 from .config import LoaderModelConfig, check_seconds
 from .dynbatch import RankFeed, shard, truncate
 from .gatespec import GateSpec, parse_gate
@@ -301,6 +302,16 @@ class Trainer:
                 return run
             n = min(2 * n, self.MAX_STREAM)
 
+    def _loader_order(self, dp: int, rank: int, n: int) -> LoaderOrder:
+        """Rank ``rank``'s ``bridge.LoaderOrder`` over ``n`` samples, one for every run of this trainer: it keeps
+        its epochs' orders, which depend on neither the gate nor the budget."""
+        key = (dp, rank, n)
+        if key not in self._orders:
+            lc, cfg = self.config.loader_config, self.config
+            self._orders[key] = LoaderOrder(replace(lc, dp_rank=rank, dp_size=dp), n,
+                                            cfg.estimates if lc.order == "balanced" else None)
+        return self._orders[key]
+
     def _run(self, trace: Trace, budget: int, spec: GateSpec, dp: int) -> TrainingRun:
         cfg = self.config
         if len(trace) < dp:
@@ -309,23 +320,9 @@ class Trainer:
         gates = [spec.gate_for(budget) for _ in range(dp)]     # one per rank: a user gate may keep state
         if cfg.loader_config is not None:
             # dynbsz's own order for each rank (its DP share, order='balanced'), the trace's costs as durations
-            from dataclasses import replace as _replace
-
-            from .bridge import LoaderOrder
-
-            lc = cfg.loader_config
-            model_cfg = LoaderModelConfig.for_loader(lc, sampler=False)
-
-            def order(r: int) -> LoaderOrder:
-                # one per (dp, rank, trace length) for every run of this trainer: it keeps its epochs' orders
-                key = (dp, r, len(trace))
-                if key not in self._orders:
-                    self._orders[key] = LoaderOrder(_replace(lc, dp_rank=r, dp_size=dp), len(trace),
-                                                    cfg.estimates if lc.order == "balanced" else None)
-                return self._orders[key]
-
-            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True, order_fn=order(r))
-                     for r in range(dp)]
+            model_cfg = LoaderModelConfig.for_loader(cfg.loader_config, sampler=False)
+            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True,
+                              order_fn=self._loader_order(dp, r, len(trace))) for r in range(dp)]
         else:
             feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,
                               packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
