@@ -216,16 +216,26 @@ def test_main_runtime_epochs_miss_and_repeat_samples():
 TRAINER_PINS = CORPUS / "trainers"
 
 
-def test_v13_is_seen_by_veomnis_own_trainer():
-    # a trainer_resume example (VeOmni's BaseTrainer model, preempted after global steps 1, 3, 4, 5) that
-    # fails as shipped and without V13's fix, and passes with every fix: V13 is a bug a VeOmni run sees
+#: trainer_resume examples (VeOmni's BaseTrainer model) that fail as shipped and without the finding's fix, and
+#: pass with every fix: a bug a VeOmni run sees. V3's runs VeOmni's defaults (main runtime, num_workers=2) and
+#: passes with V3's fix alone, so the release's failure is V3's.
+TRAINER_SEEN = {"V3": ("trainer_resume-loader_main-veomni-V3.json", [5]),
+                "V13": ("trainer_resume-loader_worker-veomni-V13.json", [1, 3, 4, 5])}
+
+
+@pytest.mark.parametrize("finding", sorted(TRAINER_SEEN))
+def test_finding_is_seen_by_veomnis_own_trainer(finding):
     vc = _vc()
-    entry = corpus.load(TRAINER_PINS / "trainer_resume-loader_worker-veomni-V13.json")
-    assert entry["property"] == "trainer_resume" and entry["finding"] == "V13"
-    expect_fail = _fails_with(entry, [f for f in vc.ALL_FIXES if f != "V13"])
-    assert expect_fail.status == "fail" and "under trainer 'veomni'" in expect_fail.message, expect_fail.message
+    file, preempted = TRAINER_SEEN[finding]
+    entry = corpus.load(TRAINER_PINS / file)
+    assert entry["property"] == "trainer_resume" and entry["finding"] == finding
+    expect_fail = _fails_with(entry, [f for f in vc.ALL_FIXES if f != finding])
+    assert expect_fail.status == "fail" and f"under trainer 'veomni', preempted after global steps {preempted}" \
+        in expect_fail.message, expect_fail.message
     assert _passes_with(entry, vc.ALL_FIXES).status == "pass"
-    expect_veomni_bug("V13 (under VeOmni's trainer)", corpus.replay_until(entry, "fail", TRIES))
+    if finding == "V3":
+        assert _passes_with(entry, ["V3"]).status == "pass", "V3's fix alone should make the release pass"
+    expect_veomni_bug(f"{finding} (under VeOmni's trainer)", corpus.replay_until(entry, "fail", TRIES))
 
 
 def test_v16_veomnis_resume_arithmetic_names_the_wrong_step_after_a_short_epoch():

@@ -29,7 +29,7 @@ def train(delivered, steps, preempt_after=None):
     while len(delivered) < steps:
         config = text_datasets.HuggingFaceTextDataLoader.Config(dataset="t5", dataset_path=DATA, num_workers=2)
         loader = config.build(dp_world_size=1, dp_rank=0, tokenizer=Tokenizer(), seq_len=3, local_batch_size=2)
-        loader.timeout = 20   # seconds a step may take before it counts as a hang
+        loader.timeout = 8   # seconds a step may take before it counts as a hang (a step takes < 1 s)
         if checkpoint is not None:
             loader.state_dict()   # DCP's load asks for the state first, as a template
             loader.load_state_dict(pickle.loads(checkpoint))
@@ -52,7 +52,7 @@ with tempfile.TemporaryDirectory() as root:
     plain, resumed = [], []
     try:
         train(plain, steps=6), train(resumed, steps=6, preempt_after=3)
-    except RuntimeError as e:   # "DataLoader timed out after 20 seconds"
+    except RuntimeError as e:   # "DataLoader timed out after 8 seconds"
         print(f"uninterrupted: {plain}\npreempted after step 3: {resumed}\n{e}: the next step never came")
         sys.exit(1)
     d = next((i for i in range(7) if resumed[i:i + 1] != plain[i:i + 1]), None)
