@@ -120,6 +120,37 @@ def test_each_report_opens_with_one_table_of_every_finding(report):
         assert cells[7] == "none found" or "https://github.com/" in cells[7], f"{report} {finding}: {cells[7]!r}"
 
 
+#: the "At a glance" table fits on one screen (issue 25, part 4): rows at most this wide, rendered, and this many
+GLANCE_WIDTH, GLANCE_MAX_ROWS = 160, 30
+
+
+def rendered(markdown: str) -> str:
+    """What a reader sees of inline markdown: a link ``[text](url)`` as its text, code without its backticks."""
+    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown).replace("`", "")
+
+
+def glance_width(cells: list[str]) -> int:
+    """A glance row's width as rendered: its cells' rendered text, laid out as the row ``| a | b |``."""
+    return len(rendered("| " + " | ".join(cells) + " |"))
+
+
+def test_a_glance_row_is_measured_as_rendered():
+    assert rendered("[L4.py](repros/l/L4.py), [pin](../tests/x.json): `len()`") == "L4.py, pin: len()"
+    assert rendered("see https://github.com/o/r/issues/7") == "see https://github.com/o/r/issues/7"
+    cells = ["X1", "bug", "a short `len()`", "-", "low", "[X1.py](repros/x/X1.py)", "fix: [X1.diff](patches/x/X1.diff)",
+             "[#7](https://github.com/o/r/issues/7)"]
+    assert glance_width(cells) == len("| X1 | bug | a short len() | - | low | X1.py | fix: X1.diff | #7 |")
+
+
+@pytest.mark.parametrize("report", sorted(GLANCE_REPORTS))
+def test_each_glance_table_fits_on_one_screen(report):
+    rows = glance_rows((DOCS / report).read_text())
+    assert len(rows) <= GLANCE_MAX_ROWS, f"{report}: {len(rows)} rows, more than the {GLANCE_MAX_ROWS} of one screen"
+    too_wide = {finding: glance_width(cells) for finding, cells in rows.items() if glance_width(cells) > GLANCE_WIDTH}
+    assert not too_wide, f"{report}: rows wider than {GLANCE_WIDTH} rendered characters: " + ", ".join(
+        f"{finding} ({width})" for finding, width in too_wide.items())
+
+
 def finding_sections(text: str) -> dict[str, int]:
     """Each ``### <ID>. ...`` section's length in lines, up to the next ``###`` or ``##`` heading."""
     sizes, current = {}, None
