@@ -23,6 +23,7 @@ from . import suite
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
 from .targets.patched import PATCH_SETS, PatchSet
+from .trainers import only as only_trainers
 
 FORMAT = "properties.regression/1"
 #: The project's own corpus: what its tests replay. ``check`` and ``fuzz`` write here only when asked
@@ -166,6 +167,23 @@ def replay_with_fixes(entry: dict[str, Any], patch_set: PatchSet, fixes: Iterabl
 def replay_here(entry: dict[str, Any], target: str, kw: dict[str, Any]) -> dict[str, Any]:
     """``replay`` in this process, as the fields of its Result (what ``replay_with_fixes`` calls)."""
     return dataclasses.asdict(replay(entry, target, **kw))
+
+
+def replay_until_with_fixes(entry: dict[str, Any], patch_set: PatchSet, fixes: Iterable[str] | None, status: str,
+                            tries: int, trainer_names: Iterable[str] | None = None) -> Result:
+    """``replay_until`` in one process whose library carries ``fixes`` of ``patch_set`` (None: all), under
+    ``trainer_names`` only where given: a pin's "fails without its fix" (status 'fail', many tries where timing
+    may matter) or "passes with every fix" (status 'fail' with few tries: the first failure, or the last pass)."""
+    out = patch_set.call(fixes, "properties.corpus:replay_until_here", entry, patch_set.released, status, tries,
+                         list(trainer_names) if trainer_names is not None else None)
+    return Result(**{**out, "trainers": tuple(out["trainers"])})
+
+
+def replay_until_here(entry: dict[str, Any], target: str, status: str, tries: int,
+                      trainer_names: list[str] | None) -> dict[str, Any]:
+    """``replay_until`` on ``target`` in this process, as the fields of its Result."""
+    with only_trainers(tuple(trainer_names) if trainer_names is not None else None):
+        return dataclasses.asdict(replay_until(entry, status, tries, lambda: replay(entry, target)))
 
 
 def timing_may_matter(entry: dict[str, Any]) -> bool:

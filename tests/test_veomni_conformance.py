@@ -5,14 +5,14 @@ Each finding of the report is a regression file in tests/regressions/ and three 
 * a strict expected failure on the ``veomni`` target as shipped, counted only when the replay ran
   and failed (``expect_veomni_bug``: a replay that skips fails the test): when an upstream release
   fixes the bug, the replay passes, the test fails as a strict XPASS, and the pin must be updated;
-* its root cause: the example fails on VeOmni with every proposed fix applied except the
+* its root cause: the example fails on VeOmni with every proposed diff applied except the
   finding's own, and passes with all of them (the fix is necessary, and the fixes together
-  are sufficient);
+  are sufficient); VeOmni with diffs runs in a process of its own (properties.targets.patched.VEOMNI);
 * dynbsz passes the same example (tests/test_properties_regressions.py replays every file on
   dynbsz where dynbsz has the component).
 
-The documented deviations are checked to be rejected, not reported as bugs, and their losses
-are counted on small workloads (the report's figures come from ``python -m
+The documented deviations are checked to be rejected (or not promised), not reported as bugs, and
+their losses are counted on small workloads (the report's figures come from ``python -m
 properties.veomni_conformance deviations``).
 """
 
@@ -25,6 +25,7 @@ import pytest
 
 from properties import corpus
 from properties.targets import veomni_loaders
+from properties.targets.patched import VEOMNI
 
 pytestmark = pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_loaders.MISSING)
 
@@ -89,18 +90,15 @@ def test_finding_without_a_fix_still_fails_on_veomni_as_shipped(finding, file):
 
 
 def _fails_with(entry, fixes):
-    """The example fails with these fixes in at least one of TRIES runs (once, where timing cannot matter)."""
-    return corpus.replay_until(entry, "fail", TRIES, lambda: _vc().replay_with(entry, fixes))
+    """The example fails with these fixes in at least one of TRIES runs (once, where timing cannot matter), replayed
+    in one process whose VeOmni carries exactly ``fixes``."""
+    return corpus.replay_until_with_fixes(entry, VEOMNI, fixes, "fail", TRIES)
 
 
 def _passes_with(entry, fixes):
-    """The example passes with these fixes on every one of PASS_RUNS runs: the first other outcome."""
-    runs = PASS_RUNS if corpus.timing_may_matter(entry) else 1
-    for _ in range(runs):
-        result = _vc().replay_with(entry, fixes)
-        if result.status != "pass":
-            return result
-    return result
+    """The example passes with these fixes on every one of PASS_RUNS runs (once, where timing cannot matter): the
+    first failure, else the last pass."""
+    return corpus.replay_until_with_fixes(entry, VEOMNI, fixes, "fail", PASS_RUNS)
 
 
 def test_only_a_replay_that_ran_and_failed_counts_as_the_pinned_bug():
@@ -121,48 +119,68 @@ def test_finding_is_explained_by_its_fix(fix, file):
     vc = _vc()
     entry = corpus.load(CORPUS / file)
     assert entry["target"] == "veomni" and entry["expect"]["veomni"] == "fail"
-    without = _fails_with(entry, [f for f in vc.ALL_FIXES if f != fix])
+    assert file.startswith("trainers/") or entry["component"] in vc.FIX_COMPONENTS[fix], (fix, entry["component"])
+    without = _fails_with(entry, VEOMNI.without(fix))
     assert without.status == "fail", (f"{file} passes without {fix} in every one of up to {TRIES} runs: the fix is "
                                       f"not what it needs ({without.message})")
     with_all = _passes_with(entry, vc.ALL_FIXES)
     assert with_all.status == "pass", f"{file} still fails with every fix: {with_all.message}"
 
 
-def test_v13_s_fix_covers_a_restored_mixture_state_of_another_epoch():
-    # Found by a campaign on the fixed target with V13 as first proposed: a persistent worker restored with a
-    # state of another epoch (V7 discards it in __iter__) reported it, relabelled with this epoch, until its
-    # first draw; a second restore continued it and the mixture lost that worker's share of the epoch.
-    vc = _vc()
+def test_a_restored_mixture_state_of_another_epoch_is_discarded_by_v7():
+    # Found by a campaign on the fixed target with V13 as first proposed (monkeypatches): a persistent worker
+    # restored with a state of another epoch reported it, relabelled with this epoch, until its first draw; a second
+    # restore continued it and the mixture lost that worker's share of the epoch. The monkeypatch V13 grew a clause
+    # for it; with the diffs, V7's (a mixture state names its epoch, and __iter__ discards another epoch's) and V15's
+    # cover it, and V13's is not needed (2026-12-04).
     entry = corpus.load(CORPUS / "loader_resume-loader_multisource-veomni-f5be5c71cf.json")
     assert entry["expect"] == {"veomni": "fail"}
-    assert _fails_with(entry, [f for f in vc.ALL_FIXES if f != "V13"]).status == "fail"
-    assert _passes_with(entry, vc.ALL_FIXES).status == "pass"
+    for needed in ("V7", "V15"):
+        assert _fails_with(entry, VEOMNI.without(needed)).status == "fail", needed
+    assert _passes_with(entry, VEOMNI.without("V13")).status == "pass"
+    assert _passes_with(entry, None).status == "pass"
 
 
 def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():
     vc = _vc()
-    assert set(vc.PINNED) == set(vc.FIXES)
+    # every diff under docs/patches/veomni-0.1.12/ is a fix; B1's pin is the builders report's
+    assert set(vc.FIXES) == set(VEOMNI.fixes()) and set(vc.PINNED) == set(vc.FIXES) - {"B1"}
+    assert set(vc.FIX_COMPONENTS) == set(vc.PINNED)
     for fix, file in vc.PINNED.items():
         entry = corpus.load(CORPUS / file)
         assert set(vc.FIX_COMPONENTS[fix]) >= {entry["component"]}, (fix, entry["component"])
+    assert not set(vc.DEVIATION_PINS) & set(vc.FIXES), "a deviation has no fix"
 
 
-def test_fixes_are_undone_after_the_block():
+@pytest.mark.parametrize("finding", ["V5", "V6"])
+def test_a_deviation_fails_as_shipped_and_is_not_a_failure_of_the_documented_target(finding):
     vc = _vc()
-    db, ds, sampler = vc.veomni_modules()
-    own = (db.DynBszBuffer.__dict__["get_samples"], db.DynamicBatchSizeDataLoader.__dict__["batch_data_generator"],
-           ds._MapStyleSamplerWrapper.__dict__["load_state_dict"], sampler.__dict__["__iter__"])
-    with vc.fixes_applied(vc.ALL_FIXES):
-        assert db.DynBszBuffer.__dict__["get_samples"] is not own[0]
-        assert sampler.__dict__["__iter__"] is not own[3]
-        assert isinstance(ds._MapStyleSamplerWrapper.__dict__["epoch"], property)
-    after = (db.DynBszBuffer.__dict__["get_samples"], db.DynamicBatchSizeDataLoader.__dict__["batch_data_generator"],
-             ds._MapStyleSamplerWrapper.__dict__["load_state_dict"], sampler.__dict__["__iter__"])
-    assert after == own
-    assert "epoch" not in ds._MapStyleSamplerWrapper.__dict__
-    with pytest.raises(KeyError, match="unknown fix.*allowed values: V1"):
-        with vc.fixes_applied(["V99"]):
-            pass
+    deviation, file = vc.DEVIATION_PINS[finding]
+    entry = corpus.load(CORPUS / file)
+    held = corpus.replay(entry, "properties.veomni_conformance:documented")
+    if deviation == "D5":   # the main runtime's design: the per-epoch property is not promised there
+        assert held.status == "skip" and "documented deviation D5" in held.message, held
+    else:                   # D6: drop_last=False, VeOmni's documented setting, keeps the last partial step
+        assert held.status == "pass", held
+    expect_veomni_bug(f"{finding} ({deviation})", corpus.replay_until(entry, "fail", TRIES))
+
+
+def test_the_fixed_target_runs_only_where_veomni_is_the_patched_copy():
+    from properties.targets import resolve
+
+    here = resolve("properties.veomni_conformance:fixed")
+    assert here.unavailable and "python -m properties" in here.unavailable
+    assert VEOMNI.call(None, "tests.test_veomni_conformance:_fixed_here") == list(VEOMNI.check(None))
+    with pytest.raises(ValueError, match="allowed values: B1, V1"):
+        VEOMNI.check(["V5"])
+
+
+def _fixed_here():
+    from properties.targets import resolve
+
+    target = resolve("properties.veomni_conformance:fixed")
+    assert not target.unavailable, target.unavailable
+    return list(VEOMNI.applied())
 
 
 # ---- documented deviations: rejected as such, and counted ---------------------------------------
@@ -217,10 +235,13 @@ TRAINER_PINS = CORPUS / "trainers"
 
 
 #: trainer_resume examples (VeOmni's BaseTrainer model) that fail as shipped and without the finding's fix, and
-#: pass with every fix: a bug a VeOmni run sees. V3's runs VeOmni's defaults (main runtime, num_workers=2) and
-#: passes with V3's fix alone, so the release's failure is V3's.
+#: pass with every fix: a bug a VeOmni run sees. V3's runs VeOmni's defaults (main runtime, num_workers=2), V4's a
+#: checkpoint at epoch 0's end (save_epochs, or save_steps dividing train_steps); each passes with its own fix alone,
+#: so the release's failure is that finding's.
 TRAINER_SEEN = {"V3": ("trainer_resume-loader_main-veomni-V3.json", [5]),
+                "V4": ("trainer_resume-loader_main-veomni-V4.json", [4]),
                 "V13": ("trainer_resume-loader_worker-veomni-V13.json", [1, 3, 4, 5])}
+ALONE = ("V3", "V4")
 
 
 @pytest.mark.parametrize("finding", sorted(TRAINER_SEEN))
@@ -233,8 +254,8 @@ def test_finding_is_seen_by_veomnis_own_trainer(finding):
     assert expect_fail.status == "fail" and f"under trainer 'veomni', preempted after global steps {preempted}" \
         in expect_fail.message, expect_fail.message
     assert _passes_with(entry, vc.ALL_FIXES).status == "pass"
-    if finding == "V3":
-        assert _passes_with(entry, ["V3"]).status == "pass", "V3's fix alone should make the release pass"
+    if finding in ALONE:
+        assert _passes_with(entry, [finding]).status == "pass", f"{finding}'s fix alone should make the release pass"
     expect_veomni_bug(f"{finding} (under VeOmni's trainer)", corpus.replay_until(entry, "fail", TRIES))
 
 

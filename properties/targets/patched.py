@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .overlay import TORCHTITAN as TORCHTITAN_OVERLAY
+from .overlay import VEOMNI as VEOMNI_OVERLAY
 from .overlay import Overlay, target_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,8 +218,15 @@ HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
 #: torchtitan 0.3.0 with T1, T4 and T5 (docs/torchtitan-0.3.0-conformance.md), copied from its overlay
 TORCHTITAN = PatchSet(target="properties.targets.torchtitan_target:fixed", released="torchtitan",
                       library="torchtitan 0.3.0", folders=("torchtitan-0.3.0",), overlay=TORCHTITAN_OVERLAY)
+#: VeOmni 0.1.12 with V1-V4, V7-V13, V15, V17 and B1 (docs/veomni-0.1.12-conformance.md; V4's diff is to torchdata's
+#: sampler), run by the target that holds VeOmni to its documentation
+VEOMNI = PatchSet(target="properties.veomni_conformance:fixed", released="properties.veomni_conformance:documented",
+                  library="VeOmni 0.1.12 (and torchdata 0.11.0's sampler)", folders=("veomni-0.1.12",))
+#: the same diffs under VeOmni's own builders, which run in VeOmni's overlay (its declared datasets)
+VEOMNI_BUILDERS = PatchSet(target="properties.veomni_conformance:builders_fixed", released="veomni-builders",
+                           library=VEOMNI.library, folders=VEOMNI.folders, overlay=VEOMNI_OVERLAY)
 #: every patch set, by the target name that runs it
-PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, TORCHTITAN)}
+PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, TORCHTITAN, VEOMNI, VEOMNI_BUILDERS)}
 
 
 def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
@@ -237,4 +245,4 @@ def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
     return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
 
 
-__all__ = ["ENV", "HF", "PATCH_SETS", "TORCHTITAN", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
+__all__ = ["ENV", "HF", "PATCH_SETS", "TORCHTITAN", "VEOMNI", "VEOMNI_BUILDERS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]

@@ -52,7 +52,7 @@ installs datasets 2.21.0 and those packages into an overlay (``OVERLAY.dir()``, 
 re-runs a command whose target is ``veomni-builders`` with the overlay first on ``PYTHONPATH``
 (``rerun_in_overlay``, called by ``properties.cli.main``). Knobs VeOmni's builder cannot express are declared
 unsupported on the components; the adapters never correct VeOmni. A scenario that hits one of VeOmni's documented
-deviations D1-D4 (``properties.targets.veomni_deviations``, e.g. a checkpoint with ``in_order=False`` and workers,
+deviations D1-D5 (``properties.targets.veomni_deviations``, e.g. a checkpoint with ``in_order=False`` and workers,
 which VeOmni warns has no resume guarantee) is refused as ``Unsupported``: the search never reports documented
 behaviour as a bug.
 """
@@ -387,7 +387,7 @@ def components() -> tuple[LoaderComponent, ...]:
         if form == "multisource":
             notes["in_order"] = MIX_OUT_OF_ORDER
             kw = dict(skip=MIX_SKIP, in_order=(True,))
-        # held to what VeOmni documents: a scenario hitting D1-D4 is refused, never reported as a bug
+        # held to what VeOmni documents: a scenario hitting D1-D4 is refused, D5's properties are skipped on the main runtime
         out.append(documented_loader(LoaderComponent(
             name=name, runtime=runtime, make_loader=functools.partial(_make, form=form),
             steps_per_epoch=functools.partial(train_steps, form=form), warmup=runtime == "main", knob_notes=notes,
@@ -402,7 +402,8 @@ def target() -> Target:
                    "argument dataclasses; emulated: the process group (gloo, world size 1, so no DP ranks), the "
                    "tokenizer and data transform (each token is its sample's id, plus an 'id' key), the model "
                    "arguments, and the data (JSON-lines files of the trace); held to what VeOmni documents: "
-                   "examples hitting its deviations D1-D4 are not drawn (properties.targets.veomni_builders)")
+                   "examples hitting its deviations D1-D4 are not drawn, the main runtime is not held to per-epoch "
+                   "properties (D5) (properties.targets.veomni_builders)")
     if not available():
         return Target(name=OVERLAY.target, description=description, unavailable=OVERLAY.missing())
     v = lib()

@@ -1,8 +1,11 @@
-"""VeOmni 0.1.12's documented deviations D1-D4, and the rule that refuses a loader scenario hitting one.
+"""VeOmni 0.1.12's documented deviations D1-D6, and the rules that keep a loader scenario from reporting one as a bug.
 
 One home for both VeOmni targets: ``veomni-builders`` (VeOmni's own builders) applies it to every loader it
 builds, and ``properties.veomni_conformance:documented`` to the hand-assembled ``veomni`` target's. A refused
 scenario is an ``Unsupported`` naming the deviation: the search rejects the example, a replay reports a skip.
+D5 is a design, not a scenario: the main runtime does not promise the per-epoch properties (``d5_skips``, a skip
+naming it). D6 is a default with a documented alternative: the documented target's worker runtime is configured
+with ``drop_last=False`` (``properties.veomni_conformance.documented``), under which VeOmni keeps every sample.
 """
 
 from __future__ import annotations
@@ -24,7 +27,15 @@ DEVIATIONS: dict[str, str] = {
            "veomni/data/dataset.py:848-850, 924-931)"),
     "D4": ("in_order=False with workers gives no checkpoint/resume guarantee (torchdata stateful_dataloader.py:184, "
            "237-242; VeOmni's warning, veomni/data/data_loader.py:246-250)"),
+    "D5": ("the main runtime's epoch is train_steps steps: the data pass is re-read to fill it and the packing "
+           "buffer's leftovers open the next epoch (DynamicBatchSizeDataLoader.batch_data_generator, "
+           "veomni/data/dynamic_batching.py:307-308, 322-327 'call iter until reach length'; "
+           "docs/usage/data_packing_and_dyn_bsz.md: 'for SFT tasks ... it is recommended to disable dyn_bsz')"),
+    "D6": ("drop_last=True, the default, drops each worker's last incomplete step every epoch ('Whether to drop the "
+           "last incomplete batch', veomni/arguments/arguments_types.py:1532-1535); drop_last=False keeps it"),
 }
+#: D5: the properties that judge an epoch's samples, which the main runtime's design does not promise
+D5_PROPERTIES = ("exactly_once", "epoch_reshuffle", "dp_shards")
 
 
 def reject(deviation: str, detail: str) -> Unsupported:
@@ -61,15 +72,23 @@ class Refused:
         pass
 
 
+def d5_skips(component: LoaderComponent) -> dict[str, str]:
+    """The per-epoch properties a main-runtime component does not promise (D5), with the reason a skip gives."""
+    if component.runtime != "main":
+        return {}
+    return {p: f"documented deviation D5: {DEVIATIONS['D5']}" for p in D5_PROPERTIES}
+
+
 def documented_loader(component: LoaderComponent, make: Callable[[Any], Any] | None = None) -> LoaderComponent:
+    """``component`` held to what VeOmni documents: scenarios hitting D1-D4 refused, D5's properties skipped."""
     make = make or component.make_loader
 
     def make_loader(sc):
         hit = loader_deviation(component.name, component.runtime, sc)
         return Refused(hit) if hit is not None else make(sc)
 
-    return dataclasses.replace(component, make_loader=make_loader)
+    return dataclasses.replace(component, make_loader=make_loader, skip={**component.skip, **d5_skips(component)})
 
 
 
-__all__ = ["DEVIATIONS", "Refused", "documented_loader", "loader_deviation", "reject"]
+__all__ = ["D5_PROPERTIES", "DEVIATIONS", "Refused", "d5_skips", "documented_loader", "loader_deviation", "reject"]

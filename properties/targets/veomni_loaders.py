@@ -173,10 +173,11 @@ def _dynamic_dataset(v: SimpleNamespace, upstream, sc: LoaderScenario):
 
 
 class WorkerRuntime(DelegatingLoader):
-    def __init__(self, sc: LoaderScenario):
+    def __init__(self, sc: LoaderScenario, drop_last: bool = True):
+        # drop_last: VeOmni's DataloaderConfig.drop_last (True, its default, drops each worker's last incomplete step)
         v = classes()
         self.dl = v.DistributedDataloader(self._upstream(v, sc), batch_size=sc.micro_batches_per_step,
-                                          collate_fn=v.NoopDataCollator(), **_loader_kw(sc))
+                                          collate_fn=v.NoopDataCollator(), **{**_loader_kw(sc), "drop_last": drop_last})
 
     def _upstream(self, v: SimpleNamespace, sc: LoaderScenario):
         wrapper = v.MapStyleSamplerWrapper(SampleDataset(trace_of(sc)), num_replicas=sc.dp_size, rank=sc.dp_rank,
@@ -203,12 +204,12 @@ def main_runtime(sc: LoaderScenario) -> MainRuntime:
     return MainRuntime(sc)
 
 
-def worker_runtime(sc: LoaderScenario) -> WorkerRuntime:
-    return WorkerRuntime(sc)
+def worker_runtime(sc: LoaderScenario, drop_last: bool = True) -> WorkerRuntime:
+    return WorkerRuntime(sc, drop_last)
 
 
-def multi_source(sc: LoaderScenario) -> MultiSource:
-    return MultiSource(sc)
+def multi_source(sc: LoaderScenario, drop_last: bool = True) -> MultiSource:
+    return MultiSource(sc, drop_last)
 
 
 def main_skew_runner(sc: SkewScenario) -> SkewRun:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
+from ..targets.patched import VEOMNI, PatchError
 from . import __doc__ as DOC
-from .fixes import FIXES
+from .fixes import FIX_COMPONENTS, FIXES
 from .losses import deviations_report
 from .studies import attribute, campaign, campaign_targets, leave_one_out, matrix, matrix_table
 
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("attribute", help="the minimal set of proposed fixes that makes saved failures pass")
     a.add_argument("files", nargs="+")
     lo = sub.add_parser("leave-one-out", help="for each fix, search with every other fix applied (JSON lines)")
-    lo.add_argument("fixes", nargs="*", default=list(FIXES))
+    lo.add_argument("fixes", nargs="*", default=list(FIX_COMPONENTS))
     lo.add_argument("--corpus", default=None)
     lo.add_argument("--profile", default="ci")
     lo.add_argument("--seed", type=int, default=0)
@@ -45,6 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--examples", type=int, default=8, help="examples per (configuration, property)")
     m.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    if getattr(args, "target", None) == "fixed" and VEOMNI.applied() is None and VEOMNI.installed():
+        # the fixed target runs VeOmni's patched copy, which a process imports instead of the release
+        try:
+            env = VEOMNI.env_for_subprocess()
+        except PatchError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        argv = list(sys.argv[1:] if argv is None else argv)
+        return subprocess.run([sys.executable, "-m", "properties.veomni_conformance", *argv], env=env).returncode
     if args.command == "matrix":
         rows = matrix(campaign_targets()[args.target](), args.examples, args.seed, progress=_progress)
         json.dump({"target": args.target, "examples": args.examples, "seed": args.seed, "rows": rows,

@@ -1,6 +1,9 @@
-"""VeOmni held only to what it documents: the target that never draws an example hitting one of the
-deviations D1-D4 (``properties.targets.veomni_deviations``; a replay of one is a skip naming it). Outputs are
-never changed."""
+"""VeOmni held only to what it documents (``properties.targets.veomni_deviations``): the target that never draws
+an example hitting one of the deviations D1-D4 (a replay of one is a skip naming it), does not hold the main
+runtime to the per-epoch properties its design does not promise (D5), and runs the worker runtime with
+``drop_last=False``, VeOmni's documented setting that keeps every sample (D6). Outputs are never changed.
+
+Run in a process whose VeOmni carries the proposed diffs, it is the ``fixed`` target (``fixes``)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,14 @@ class _DocumentedPacker:
         return len(self._inner)
 
 
-def documented_components(loaders: dict[str, Callable[[Any], Any]] | None = None) -> tuple:
+def _keep_last(make: Callable[..., Any]) -> Callable[[Any], Any]:
+    def make_loader(sc):
+        return make(sc, drop_last=False)   # D6: VeOmni's setting under which no sample is dropped
+
+    return make_loader
+
+
+def documented_components() -> tuple:
     from ..targets.builtin import veomni_target
 
     base = veomni_target()
@@ -43,16 +53,19 @@ def documented_components(loaders: dict[str, Callable[[Any], Any]] | None = None
             out.append(dataclasses.replace(c, make_packer=lambda config, spec, make=make: _DocumentedPacker(
                 make(config, spec))))
         elif isinstance(c, LoaderComponent):
-            out.append(documented_loader(c, (loaders or {}).get(c.name)))
+            out.append(documented_loader(c, _keep_last(c.make_loader) if c.runtime == "worker" else None))
         else:
             out.append(c)
     return tuple(out)
 
 
 def documented() -> Target:
-    """``veomni`` with every example that hits a documented deviation (D1-D4) rejected."""
+    """``veomni`` with every example that hits a documented deviation (D1-D4) rejected, D5's properties skipped on
+    the main runtime and the worker runtime run with ``drop_last=False`` (D6)."""
     return Target(name="veomni-documented", components=documented_components(),
-                  description="VeOmni 0.1.12 held to what it documents: examples hitting D1-D4 are not drawn")
+                  description="VeOmni 0.1.12 held to what it documents: examples hitting D1-D4 are not drawn, the main "
+                              "runtime is not held to the per-epoch properties (D5), the worker runtime runs with "
+                              "drop_last=False (D6)")
 
 
 __all__ = ["DEVIATIONS", "Refused", "documented", "documented_components", "loader_deviation"]

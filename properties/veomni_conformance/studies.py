@@ -1,6 +1,7 @@
 """What the report is made of: replays with chosen fixes, fix attribution, the leave-one-out
 search, the per-configuration failure matrix, fuzz campaigns with their scenario tallies, and
-the component-by-property table."""
+the component-by-property table. VeOmni with fixes runs in a process of its own (``VEOMNI.call``):
+a package is imported once per process."""
 
 from __future__ import annotations
 
@@ -8,22 +9,19 @@ import dataclasses
 import time
 from typing import Any, Callable
 
+from .. import corpus, trainers, verdicts
 from ..errors import Unsupported
+from ..runner import Result, RunSettings, run_target
 from ..targets.base import LoaderComponent, Target
+from ..targets.patched import VEOMNI
 from .documented import Refused, documented, documented_components
-from .fixes import ALL_FIXES, FIX_COMPONENTS, fixed, fixed_loaders, fixes_applied
+from .fixes import ALL_FIXES, FIX_COMPONENTS, fixed
 
 
-def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) -> Any:
-    """Replay a regression entry on VeOmni held to its documentation, with ``fixes`` applied (and
-    only those): the Result (pass, fail, or skip naming a documented deviation)."""
-    from .. import suite
-    from ..runner import replay_example
-
-    target = Target(name="veomni-with-" + ("+".join(fixes) or "no-fixes"),
-                    components=documented_components(fixed_loaders()))
-    with fixes_applied(tuple(fixes)):
-        return replay_example(target, suite.get(entry["property"]), entry["component"], entry["example"])
+def replay_with(entry: dict[str, Any], fixes: tuple[str, ...] | list[str] = ()) -> Result:
+    """Replay a regression entry on VeOmni held to its documentation, in a process whose VeOmni carries
+    ``fixes`` (and only those): the Result (pass, fail, or skip naming a documented deviation)."""
+    return corpus.replay_with_fixes(entry, VEOMNI, tuple(fixes))
 
 
 def attribute(entry: dict[str, Any]) -> dict[str, Any]:
@@ -44,22 +42,19 @@ def attribute(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: int = 0,
-                  properties: tuple[str, ...] | None = None, trainer_names: tuple[str, ...] | None = None) -> list[Any]:
+                  properties: tuple[str, ...] | None = None, trainer_names: tuple[str, ...] | None = None) -> list[Result]:
     """Search for what ``fix`` alone prevents: every property (or ``properties``) on the components it
-    touches, on VeOmni held to its documentation with every other fix applied, under every trainer model
-    the components declare (or ``trainer_names``). A failure is an example the other fixes do not cover
-    (saved as a ``veomni`` regression when it also fails on VeOmni as shipped)."""
-    from .. import corpus, trainers, verdicts
-    from ..runner import RunSettings, run_target
-
-    others = tuple(f for f in ALL_FIXES if f != fix)
-    target = Target(name=f"veomni-fixed-except-{fix}", components=documented_components(fixed_loaders()))
-    with fixes_applied(others), trainers.only(trainer_names):
-        results = run_target(target, RunSettings(profile=profile, seed=seed, database=None), only=properties,
-                             components=FIX_COMPONENTS[fix])
-        results = [verdicts.classify(target, r) for r in results]
+    touches, on VeOmni held to its documentation with every other fix applied (a process of its own), under
+    every trainer model the components declare (or ``trainer_names``). A failure is an example the other fixes
+    do not cover (saved as a ``veomni`` regression when it also fails on VeOmni as shipped)."""
+    if fix not in FIX_COMPONENTS:
+        raise ValueError(f"fix {fix!r}: allowed values: {', '.join(FIX_COMPONENTS)} (the fixes of the documented "
+                         "target's components)")
+    rows = VEOMNI.call(VEOMNI.without(fix), "properties.veomni_conformance.studies:search_here", fix, profile, seed,
+                       list(properties) if properties else None, list(trainer_names) if trainer_names else None,
+                       timeout=None)
     out = []
-    for r in results:
+    for r in (Result(**{**row, "trainers": tuple(row["trainers"])}) for row in rows):
         if r.status == "fail" and r.saveable and corpus_dir is not None:
             shipped = dataclasses.replace(r, target="veomni")
             entry = corpus.entry_for(shipped)
@@ -68,6 +63,16 @@ def leave_one_out(fix: str, corpus_dir: str | None, profile: str = "ci", seed: i
                 r = dataclasses.replace(r, file=str(path), replay=corpus.replay_command(path))
         out.append(r)
     return out
+
+
+def search_here(fix: str, profile: str, seed: int, properties: list[str] | None,
+                trainer_names: list[str] | None) -> list[dict[str, Any]]:
+    """``leave_one_out``'s search, in the process whose VeOmni carries every fix but ``fix``."""
+    target = Target(name=f"veomni-fixed-except-{fix}", components=documented_components())
+    with trainers.only(tuple(trainer_names) if trainer_names else None):
+        results = run_target(target, RunSettings(profile=profile, seed=seed, database=None),
+                             only=tuple(properties) if properties else None, components=FIX_COMPONENTS[fix])
+        return [dataclasses.asdict(verdicts.classify(target, r)) for r in results]
 
 
 # ---- the configuration matrix: how often each property fails, per loader configuration -----------
