@@ -18,12 +18,18 @@ script to the harness: the batches it prints are the harness's own runs of the s
 
 Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
-under torchdata's; anything else is refused with what is supported (the hand-written scripts under
-``docs/repros/`` cover the rest of what is committed).
+under torchdata's, and for VeOmni's loader examples (``LoaderScenario``: ``loader:main``, ``loader:worker``,
+``loader:multisource``, each ``LoaderComponent.repro_setup`` in ``targets.veomni_loaders``) of ``loader_resume``
+and ``exactly_once`` under the adversarial schedule: the loop of ``loader_props.run_schedule`` (checkpoints after
+given step counts, at epoch ends, on resume), with the epoch-end restores ``with_boundary_restores`` adds for
+loader_resume computed by the harness's own run when the script is written and inlined as literals, judged step for
+step (loader_resume, where the loader promises order) or each epoch's samples once (exactly_once). Anything else is
+refused with what is supported (the hand-written scripts under ``docs/repros/`` cover the rest of what is committed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shlex
 import textwrap
@@ -31,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus
+from . import loader_props as L
 from . import stream_props as S
+from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
 from .stream_fixes import LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .stream_suite import trainer_kills
@@ -41,9 +49,12 @@ from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
 
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
-PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume")
+STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume")
+LOADER_PROPERTIES = ("loader_resume", "exactly_once")
+PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
-                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata",)}
+                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata",),
+                     "loader_resume": ("adversarial",), "exactly_once": ("adversarial",)}
 TRAINERS = ("adversarial", "torchdata")
 
 
@@ -61,24 +72,28 @@ def _close(sc: StreamScenario) -> list[str]:
             "    getattr(loader._iterator, '_shutdown_workers', lambda: None)()", "    loader._iterator = None", ""]
 
 
-def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None, restores: bool = True) -> str:
-    """``run_schedule``'s loop over a stream scenario, with only the branches the example uses (without
-    ``restores``: the uninterrupted run alone)."""
+def _loop(sc: StreamScenario | LoaderScenario, ids: str, epoch_hook: str | None, restores: bool = True,
+          close: bool = True, unit: str = "batch") -> str:
+    """``run_schedule``'s loop over a stream or a loader scenario (a loader scenario never breaks early), with only
+    the branches the example uses (without ``restores``: the uninterrupted run alone; without ``close``: the
+    setup's code defines ``close(loader)`` itself). ``unit``: what the loader yields, a batch or a step."""
+    break_after = getattr(sc, "break_after", None)
     if not restores:
         hook = [f"        {epoch_hook}"] if epoch_hook else []
-        taken = sc.break_after is not None
+        taken = break_after is not None
         return "\n".join(["def run():", '    """Epochs as a trainer runs them."""', "    steps, loader = [], make()",
                           "    for epoch in range(EPOCHS):", *hook,
                           *(["        for taken, batch in enumerate(loader):",
-                             f"            if epoch == 0 and taken >= {sc.break_after}:  # epoch 0 breaks early",
+                             f"            if epoch == 0 and taken >= {break_after}:  # epoch 0 breaks early",
                              "                break"] if taken else ["        for batch in loader:"]),
                           f"            steps.append((epoch, {ids}))", "    return steps"])
     on_resume = sc.checkpoint_on_resume
     copy = "pickle.loads(pickle.dumps({}))"  # the state as a checkpoint file carries it
     hook = [f"        {epoch_hook}"] if epoch_hook else []
-    lines = _close(sc)
+    lines = _close(sc) if close else []
     lines += ["def run(points" + (", at_epoch_end=False):" if sc.restore_at_epoch_end else "):"),
-             '    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""',
+             f'    """Epochs as a trainer runs them; after each {unit} count in points: save, build a fresh loader, '
+             'load."""',
              "    loader, steps" + (", pending = make(), [], []" if on_resume else " = make(), []"),
              "    def restore(loader):",
              "        state = " + ("pending.pop() if pending else " if on_resume else "")
@@ -92,19 +107,19 @@ def _loop(sc: StreamScenario, ids: str, epoch_hook: str | None, restores: bool =
         lines += ["    for _ in range(points.count(0)):  # a checkpoint before the first batch", "        loader = restore(loader)"]
     lines += ["    for epoch in range(EPOCHS):", *hook]
     get = "(batch := next(it, None)) is not None"
-    if sc.break_after is not None:
+    if break_after is not None:
         lines += ["        it, taken = iter(loader), 0",
-                  f"        while not (epoch == 0 and taken >= {sc.break_after}) and {get}:  # epoch 0 breaks early"]
+                  f"        while not (epoch == 0 and taken >= {break_after}) and {get}:  # epoch 0 breaks early"]
     else:
         lines += ["        it = iter(loader)", f"        while {get}:"]
     lines += [f"            steps.append((epoch, {ids}))"]
-    if sc.break_after is not None:
+    if break_after is not None:
         lines += ["            taken += 1"]
     if on_resume:
         lines += ["            pending.clear()"]
     lines += ["            for _ in range(points.count(len(steps))):", "                loader = restore(loader)",
               *["        " + h for h in hook], "                it = iter(loader)"]
-    if on_resume:
+    if on_resume and sc.restore_at_epoch_end:   # the next restore otherwise follows a step, which clears it
         lines += ["        pending.clear()"]
     if sc.restore_at_epoch_end:
         lines += ["        if at_epoch_end and epoch < EPOCHS - 1:  # a checkpoint at epoch end, the finished iterator gone first",
@@ -223,7 +238,7 @@ def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[s
         """)
 
 
-def _header(entry: dict[str, Any], library: str, path: str, schedule: str) -> str:
+def _header(entry: dict[str, Any], library: str, path: str, schedule: str | None) -> str:
     # a crash's message carries the worker's traceback, with this machine's paths: its first line is the finding
     message = " ".join(str(entry.get("message", "")).split("Original Traceback")[0].split())
     message = message if len(message) <= 150 else message[:147] + "..."
@@ -231,9 +246,10 @@ def _header(entry: dict[str, Any], library: str, path: str, schedule: str) -> st
     # file names stay whole on one line (a reader copies them; tests/test_repros.py finds them)
     fill = functools.partial(textwrap.fill, width=116, break_on_hyphens=False, break_long_words=False)
     fix = _fix_of(entry)
+    source = f"{Path(path).name} ({schedule})" if schedule else Path(path).name
     text = [fill(f"{library}{finding}: {entry['property']} fails: {message}"),
             fill((f"The fix proposed: {fix.rstrip('.')}. " if fix else "")
-                 + f"Written by `python -m properties repro` from {Path(path).name} ({schedule}); exits 1 while the "
+                 + f"Written by `python -m properties repro` from {source}; exits 1 while the "
                  "bug is present, 0 once it is fixed."
                  + (" With 2+ workers the outcome can depend on timing: run it a few times."
                     if corpus.timing_may_matter(entry) else ""))]
@@ -263,6 +279,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         raise ReproError(f"{path}: property {prop!r}: a script is written for {', '.join(PROPERTIES)} so far "
                          f"(replay it instead: {corpus.replay_command(path)})")
     trainer = _trainer_of(entry, prop, trainer, path)
+    if prop in LOADER_PROPERTIES:
+        return _write_loader(entry, path, *_loader_plan(entry, path))
     try:
         sc = decode_stream_scenario(entry["example"])
     except (KeyError, TypeError, ValueError) as e:
@@ -320,6 +338,106 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     return "\n".join(body) + "\n"
 
 
+# ---- loader examples (map-style pipelines: VeOmni's loader:main, loader:worker, loader:multisource) ----
+
+def _finding_of(entry: dict[str, Any], path: str) -> str | None:
+    """The entry's finding: its own field, else the VeOmni finding whose pin the file is
+    (``veomni_conformance``: PINNED, UNFIXED, DEVIATION_PINS)."""
+    if entry.get("finding"):
+        return entry["finding"]
+    from .veomni_conformance import DEVIATION_PINS, PINNED, UNFIXED
+
+    pins = {**PINNED, **{k: v[1] for k, v in UNFIXED.items()}, **{k: v[1] for k, v in DEVIATION_PINS.items()}}
+    return next((k for k, name in pins.items() if name == Path(path).name), None)
+
+
+def _loader_plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
+    """The scenario, component and ``ReproSetup`` of a loader entry, or the ReproError that says why none."""
+    prop = entry["property"]
+    if (entry.get("example") or {}).get("format") != LOADER_FORMAT:
+        raise ReproError(f"{path}: {prop} is written for loader examples ({LOADER_FORMAT}) only")
+    try:
+        sc = decode_loader_scenario(entry["example"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReproError(f"{path}: not a loader example ({e})") from None
+    target = resolve(entry["target"])
+    if target.unavailable:
+        raise ReproError(f"{path}: target {entry['target']!r} is unavailable here: {target.unavailable}")
+    component = target.component(entry["component"])
+    setup = getattr(component, "repro_setup", None)
+    # a repro_setup renders the construction of its own module's make_loader; a component whose make_loader was
+    # replaced (a wrapper that changes what is built: the documented VeOmni target's drop_last=False) is not it
+    if setup is not None and getattr(component.make_loader, "__module__", None) != setup.__module__:
+        raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} builds its loader "
+                         f"with {component.make_loader.__module__}'s make_loader, not the construction its repro_setup "
+                         f"renders ({setup.__module__}); write the script from the entry on the target that "
+                         "renders it, or replay it instead: " + corpus.replay_command(path))
+    if setup is None:
+        raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
+                         "standalone loader; loader components that do: veomni's loader:main, loader:worker and "
+                         "loader:multisource (and the stream components of litdata and hf-iterable)")
+    why = component.unsupported(sc) or component.skip.get(prop)
+    if why:
+        raise ReproError(f"{path}: {component.name} does not run this example under {prop}: {why}")
+    try:
+        code = setup(sc)
+    except ValueError as e:
+        raise ReproError(f"{path}: {e}") from None
+    return sc, component, code
+
+
+def _judge_loader_once(sc: LoaderScenario) -> str:
+    """``loader_props.check_exactly_once`` over the resumed run: each epoch no sample twice and, on one rank,
+    every sample of the dataset (on one of several ranks the shard is the sampler's: only 'at most once')."""
+    if sc.dp_size == 1:
+        head = f"ALL = set(range({sc.num_samples}))  # each epoch: every sample, once"
+        sets = "set(got) - ALL, ALL - set(got)"
+    else:
+        head = "ALL = None  # a DP rank's share is its sampler's to choose: only 'at most once' is judged"
+        sets = "set(), set()"
+    return "\n".join([
+        head, _SHOW.rstrip(), "for e in range(EPOCHS):",
+        "    got = [sid for ee, step in resumed if ee == e for mb in step for sid in mb]",
+        f"    twice, foreign, lost = {{s for s in got if got.count(s) > 1}}, {sets}",
+        "    if twice or foreign or lost:",
+        "        print(f'first difference: epoch {e}: {sorted(twice)} twice, {sorted(foreign)} foreign, {sorted(lost)} "
+        "left out')", "        sys.exit(1)"]) + "\n"
+
+
+def _write_loader(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
+    """A loader example of loader_resume or exactly_once under the adversarial schedule (``run_schedule``), judged
+    as ``loader_suite`` judges it; the epoch-end restores ``with_boundary_restores`` adds are computed here, by the
+    harness's own run, and written as literals."""
+    prop = entry["property"]
+    at_end = ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
+    ordered = prop == "loader_resume" and (component.promises_order if sc.in_order
+                                           else component.promises_order_under_out_of_order)
+    if ordered:
+        if component.signature is not None:
+            raise ReproError(f"{path}: {component.name} compares a signature of each step, not its ids: "
+                             "a script compares ids only")
+        plain, with_ends = L.with_boundary_restores(component.make_loader, sc, ids_of=component.ids_of or
+                                                    L.default_ids_of, codec=component.state_codec)
+        points = list(with_ends.checkpoints)
+        ends = L.epoch_boundaries(plain)
+        schedule = (f"uninterrupted = run([])\nresumed = run({points}{at_end})  # as drawn, {list(sc.checkpoints)}, and "
+                    f"at the uninterrupted run's epoch ends, {ends}\n")
+        judge = _judge_exact().replace("batch", "step")
+    else:
+        points = list(sc.checkpoints)
+        schedule = f"uninterrupted = run([])\nresumed = run({points}{at_end})\n"
+        judge = _judge_loader_once(sc)
+    view = dataclasses.replace(sc, checkpoints=tuple(points))
+    loop = _loop(view, code.ids, code.epoch_hook, close="def close(" not in code.code, unit="step")
+    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
+    finding = _finding_of(entry, path)
+    # the schedule is the only one written for loader examples (the adversarial one): the script's loop says it
+    header = _header({**entry, "finding": finding} if finding else entry, code.library, path, None)
+    body = [header, "", *stdlib, "", *code.imports, "", f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "",
+            schedule.rstrip(), judge.rstrip()]
+    return "\n".join(body) + "\n"
+
+
 def write_file(path: str, *, trainer: str | None = None) -> str:
     """``write`` for a corpus file; ReproError (a usage error) for a file that is not one."""
     try:
@@ -332,7 +450,11 @@ def write_file(path: str, *, trainer: str | None = None) -> str:
 def supports(entry: dict[str, Any]) -> bool:
     """Whether ``write`` would write a script for this entry (what ``replay`` offers the command for)."""
     try:
-        write(entry)
+        if entry.get("property") in LOADER_PROPERTIES:
+            _trainer_of(entry, entry["property"], None, "FILE.json")
+            _loader_plan(entry, "FILE.json")   # without the harness's run that write() makes
+        else:
+            write(entry)
     except Exception:  # noqa: BLE001 - any refusal or a target not installed: no command to offer
         return False
     return True

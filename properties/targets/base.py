@@ -25,6 +25,7 @@ from dynbsz.config import PackerConfig
 from ..packer_props import ProgressBound
 from ..registry import KINDS
 from ..trainers import TRAINERS, needs_epoch_bound
+from .repro_setup import ReproSetup
 
 
 class TargetError(ValueError):
@@ -159,6 +160,11 @@ class LoaderComponent(Component):
     resumes_dropped_iterator
                             dropping the iterator mid-epoch (and closing the loader) and iterating
                             again continues the epoch with nothing lost or repeated
+    repro_setup(sc)         the construction ``make_loader`` performs as standalone code for
+                            ``properties.repro`` (a ``targets.repro_setup.ReproSetup``: ``make()``, the ids
+                            expression of a ``batch``, here one step, as ``ids_of`` gives them, and the
+                            epoch hook); its code may define ``close(loader)`` where the loader ``make()``
+                            returns is not the DataLoader whose workers a restart stops. None: no script
     """
 
     kind: str = "loader"
@@ -185,6 +191,7 @@ class LoaderComponent(Component):
     steps_per_epoch: Callable[[Any], int] | None = None
     resumes_dropped_iterator: bool = False
     trainers: tuple[str, ...] = ("torchdata", "adversarial")
+    repro_setup: Callable[[Any], ReproSetup] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .base import STATE_CODECS, Component, TargetError, check_trainers
+from .repro_setup import ReproSetup  # noqa: F401 - re-exported: the adapters import it from here
 
 Promise = tuple[Any, str]
 RESUME_LEVELS = ("exact", "once", "none")
@@ -45,21 +46,6 @@ def _weights(sc: Any) -> tuple[float, ...]:
 
 def _reshuffles(sc: Any) -> Promise:
     return bool(sc.shuffle), "" if sc.shuffle else "shuffle=False keeps one order"
-
-
-@dataclass(frozen=True)
-class ReproSetup:
-    """A stream loader as standalone code (``properties.repro``), the scenario's values as literals: ``code``
-    defines ``make()`` (a fresh loader); ``ids`` is the expression of a ``batch``'s sample ids (a flat tuple of
-    ints); ``epoch_hook`` is the statement a trainer runs on ``loader`` before each epoch's ``iter()`` (None: the
-    loader counts epochs itself)."""
-
-    library: str                      # "litdata 0.2.76"
-    stdlib: tuple[str, ...]           # standard-library modules the code imports
-    imports: tuple[str, ...]          # the library's import lines
-    code: str
-    ids: str
-    epoch_hook: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

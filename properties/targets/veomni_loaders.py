@@ -50,6 +50,7 @@ from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario, SkewScenario
 from ..skew_props import SKEW_WORKLOAD, SkewRun
 from .base import LoaderComponent
+from .repro_setup import ReproSetup
 
 MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
 
@@ -236,6 +237,181 @@ def main_skew_runner(sc: SkewScenario) -> SkewRun:
     return SkewRun(order, delivered)
 
 
+# ---- the pipelines as standalone code (properties.repro) --------------------------------------
+
+_STEP_IDS = "tuple(tuple(int(s['id']) for s in mb) for mb in batch)"   # ids_of: a step is list[micro batch]
+_WIDTH = 120
+
+
+def _library() -> str:
+    from importlib.metadata import version
+
+    return f"VeOmni {version('veomni')}"
+
+
+def _call(head: str, args: list[str], tail: str = "") -> list[str]:
+    """``head(args)tail`` as lines of at most 120 characters, the arguments aligned under the first."""
+    indent, lines, line = " " * len(head), [], head
+    for k, arg in enumerate(args):
+        piece = arg + (")" + tail if k == len(args) - 1 else ",")
+        if line not in (head, indent) and len(line) + 1 + len(piece) > _WIDTH:
+            lines.append(line)
+            line = indent
+        line += ("" if line in (head, indent) else " ") + piece
+    return lines + [line]
+
+
+_ALWAYS = ("num_workers", "stopping_strategy")   # written even where they are the defaults
+
+
+class _Expr(str):
+    """An argument written as this expression, standing for ``value`` (what a default is compared with)."""
+
+    def __new__(cls, code: str, value: Any = NotImplemented):   # no value: never a default
+        self = super().__new__(cls, code)
+        self.value = value
+        return self
+
+
+def _args(cls: Any, **kw: Any) -> list[str]:
+    """Keyword arguments as code, leaving out those equal to ``cls``'s own defaults (the adapter passes what VeOmni's
+    builder passes; where that is the default, the script says nothing) but for the knobs a reader looks for."""
+    import inspect
+
+    params = inspect.signature(cls).parameters
+    out = []
+    for k, v in kw.items():
+        value = v.value if isinstance(v, _Expr) else v
+        default = params[k].default if k in params else inspect.Parameter.empty
+        if k in _ALWAYS or default is inspect.Parameter.empty or not (default is value or (
+                type(default) is type(value) and default == value)):
+            out.append(f"{k}={v if isinstance(v, _Expr) else repr(v)}")
+    return out
+
+
+def _repro_data(sc: LoaderScenario) -> tuple[list[str], tuple[str, ...]]:
+    """``SampleDataset`` over the scenario's trace and ``make_sample`` as code: a map-style list of sample ids whose
+    item is a fresh one-sample list (the trace's tokens as a literal; its decode times only where two or more
+    workers race: with none or one, they change nothing the loader delivers)."""
+    trace = trace_of(sc)
+    if trace.ids.tolist() != list(range(len(trace))) or len(trace) > 32000:
+        raise ValueError("the script names sample i by its row (input_ids filled with i): the trace's ids must be "
+                         "0..n-1, n <= 32000")
+    timed = sc.num_workers >= 2
+    code = [f"TOKENS = {trace.tokens.tolist()}  # sample i's tokens (the harness's trace, data_seed={sc.data_seed})"]
+    if timed:
+        code.append(f"COSTS = {[round(float(c), 6) for c in trace.cost_s]}  # sample i's decode time (s)")
+    code += ["", "class Samples(list):  # map-style over sample ids; item k: a one-sample list, as VeOmni's transforms "
+             "return", "    def __getitem__(self, k):", "        i = super().__getitem__(k)"]
+    if timed:
+        code.append("        time.sleep(COSTS[i])  # with two or more workers, which sample is ready first is timing")
+    code += ["        return [{'input_ids': torch.full((TOKENS[i],), i), 'attention_mask': torch.ones(TOKENS[i]).long(), "
+             "'id': i}]", ""]
+    return code, ("time",) if timed else ()
+
+
+def _sharding(v: SimpleNamespace, cls: Any, sc: LoaderScenario) -> list[str]:
+    return _args(cls, num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True, seed=sc.shuffle_seed)
+
+
+def _length_fn(v: SimpleNamespace) -> _Expr:
+    """``get_length_fn_by_count_mode("total")``, by the name of the function it returns where it has one."""
+    fn = v.get_length_fn_by_count_mode("total")
+    from veomni.data import dataset
+
+    named = getattr(dataset, getattr(fn, "__name__", ""), None) is fn
+    return _Expr(fn.__name__ if named else "get_length_fn_by_count_mode('total')", fn)
+
+
+def _imports(module: str, names: list[str]) -> list[str]:
+    return _call(f"from {module} import (", names) if len(f"from {module} import {', '.join(names)}") > _WIDTH \
+        else [f"from {module} import {', '.join(names)}"]
+
+
+def _dataset_import(code: list[str], names: list[str]) -> list[str]:
+    """veomni.data.dataset's classes that ``code`` uses."""
+    text = "\n".join(code)
+    used = [n for n in names if n + "(" in text or f"={n})" in text or f"={n}," in text]
+    return _imports("veomni.data.dataset", used) if used else []
+
+
+def repro_main(sc: LoaderScenario) -> ReproSetup:
+    """``MainRuntime`` as standalone code, the scenario's values as literals."""
+    v = classes()
+    code, stdlib = _repro_data(sc)
+    # without warm-up steps, the warm-up's initial budget is never read
+    warmup = dict(bsz_warmup_steps=sc.warmup_steps, bsz_warmup_init_mbtoken=max(1, sc.budget // 4)) \
+        if sc.warmup_steps else {}
+    code += ["def make():", f"    ds = Samples(range({sc.num_samples}))",
+             *_call("    sampler = StatefulDistributedSampler(", ["ds", *_sharding(v, v.StatefulDistributedSampler, sc)]),
+             *_call("    inner = DistributedDataloader(", ["ds", *_args(
+                 v.DistributedDataloader, batch_size=1, sampler=_Expr("sampler"),
+                 collate_fn=_Expr("UnpackDataCollator()"), **_loader_kw(sc))]),
+             *_call("    strategy = TextBatchingStrategy(", _args(
+                 v.TextBatchingStrategy, token_micro_bsz=sc.budget, buffer_size=sc.buffer_size, **warmup,
+                 get_length_fn=_length_fn(v))),
+             *_call("    return DynamicBatchSizeDataLoader(", ["inner", "strategy", *_args(
+                 v.DynamicBatchSizeDataLoader, collate_fn=_Expr("NoopDataCollator()"),
+                 num_micro_batch=sc.micro_batches_per_step, length=train_steps(sc), drop_last=True)],
+                 "  # length: train_steps"), ""]
+    if sc.num_workers:   # MainRuntime.close: the step generator, then the inner loader's workers
+        code += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+                 "    if hasattr(loader, '_batch_data_iter'):  # its step generator",
+                 "        loader._batch_data_iter.close()",
+                 "    getattr(loader._dataloader._iterator, '_shutdown_workers', lambda: None)()",
+                 "    loader._dataloader._iterator = None", ""]
+    imports = ["import torch", "from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler",
+               "from veomni.data.data_collator import NoopDataCollator, UnpackDataCollator",
+               "from veomni.data.data_loader import DistributedDataloader",
+               *_dataset_import(code, ["get_length_by_attention_mask_fn", "get_length_fn_by_count_mode"]),
+               "from veomni.data.dynamic_batching import DynamicBatchSizeDataLoader, TextBatchingStrategy"]
+    return ReproSetup(_library(), stdlib, tuple(imports), "\n".join(code).rstrip(), _STEP_IDS,
+                      "loader.set_epoch(epoch)")
+
+
+def _repro_worker_pipeline(sc: LoaderScenario, upstream: list[str], source: str = "upstream") -> ReproSetup:
+    """``WorkerRuntime`` as standalone code: ``upstream`` the lines that set what ``source`` names."""
+    v = classes()
+    code, stdlib = _repro_data(sc)
+    code += ["def make():", *upstream,
+             *_call("    ds = DynamicBatchingSizeDataset(", [source, *_args(
+                 v.DynamicBatchingSizeDataset, micro_batch_seq_length=sc.budget,
+                 ready_for_micro_batch_threshold=sc.buffer_size, dynamic_batching_collate_fn=_Expr("NoopDataCollator()"),
+                 save_by_idx=False, get_length_fn=_length_fn(v), physical_token_cap=None, get_physical_length_fn=None)]),
+             *_call("    return DistributedDataloader(", ["ds", *_args(
+                 v.DistributedDataloader, batch_size=sc.micro_batches_per_step, collate_fn=_Expr("NoopDataCollator()"),
+                 **_loader_kw(sc))])]
+    imports = ["import torch", "from veomni.data.data_collator import NoopDataCollator",
+               "from veomni.data.data_loader import DistributedDataloader",
+               *_dataset_import(code, ["DynamicBatchingSizeDataset", "WeightedMultiSourceDataset",
+                                       "_MapStyleSamplerWrapper", "get_length_by_attention_mask_fn",
+                                       "get_length_fn_by_count_mode"])]
+    return ReproSetup(_library(), stdlib, tuple(imports), "\n".join(code), _STEP_IDS, "loader.set_epoch(epoch)")
+
+
+def repro_worker(sc: LoaderScenario) -> ReproSetup:
+    """``WorkerRuntime`` (drop_last=True, VeOmni's default) as standalone code."""
+    v = classes()
+    sharding = "".join(", " + a for a in _sharding(v, v.MapStyleSamplerWrapper, sc))
+    return _repro_worker_pipeline(sc, [], f"_MapStyleSamplerWrapper(Samples(range({sc.num_samples})){sharding})")
+
+
+def repro_multisource(sc: LoaderScenario) -> ReproSetup:
+    """``MultiSource`` as standalone code: each source's sample ids and weight as literals."""
+    v = classes()
+    trace = trace_of(sc)
+    names = list(trace.source_names)
+    rows = [[r for r in range(len(trace)) if int(trace.source[r]) == k] for k in range(len(names))]
+    weights = [sc.video_share if name == "video" else 1.0 - sc.video_share for name in names]
+    sharding = "".join(", " + a for a in _sharding(v, v.MapStyleSamplerWrapper, sc))
+    upstream = [f"    sources = [_MapStyleSamplerWrapper(Samples(ids){sharding})",
+                f"               for ids in {rows}]  # the {' and '.join(names)} samples",
+                *_call("    upstream = WeightedMultiSourceDataset(", ["sources", repr(weights), *_args(
+                    v.WeightedMultiSourceDataset, seed=sc.shuffle_seed, source_names=names, upstream_sharded=True,
+                    stopping_strategy="first_exhausted")])]
+    return _repro_worker_pipeline(sc, upstream)
+
+
 # ---- components ------------------------------------------------------------------------------
 
 WORKER_NOTES = {
@@ -257,15 +433,15 @@ def components() -> tuple[LoaderComponent, ...]:
                   trainers=("veomni", "adversarial"))
     main = LoaderComponent(
         name="loader:main", runtime="main", make_loader=main_runtime, skew_runner=main_skew_runner,
-        fetch_batch_sizes=(1,),
+        fetch_batch_sizes=(1,), repro_setup=repro_main,
         knob_notes={"fetch_batch_size": "the main runtime needs dataloader_batch_size=1: UnpackDataCollator "
                                         "keeps features[0] of a fetched batch"}, **common)
     worker = LoaderComponent(
         name="loader:worker", runtime="worker", make_loader=worker_runtime, fetch_batch_sizes=(1,), warmup=False,
-        knob_notes=WORKER_NOTES, skip={"in_order_skew": NO_SKEW}, **common)
+        repro_setup=repro_worker, knob_notes=WORKER_NOTES, skip={"in_order_skew": NO_SKEW}, **common)
     multi = LoaderComponent(
         name="loader:multisource", runtime="worker", make_loader=multi_source, fetch_batch_sizes=(1,), warmup=False,
-        in_order=(True,), knob_notes={**WORKER_NOTES, "in_order": MIX_OUT_OF_ORDER}, **common,
+        in_order=(True,), repro_setup=repro_multisource, knob_notes={**WORKER_NOTES, "in_order": MIX_OUT_OF_ORDER}, **common,
         skip={"exactly_once": "a weighted mixture draws sources by weight and stops at the first exhausted one: "
                               "it promises no sample once per epoch",
               "dp_shards": "a weighted mixture under first_exhausted reads no complete shard; its sources' "
