@@ -174,16 +174,23 @@ def replay_until_with_fixes(entry: dict[str, Any], patch_set: PatchSet, fixes: I
     """``replay_until`` in one process whose library carries ``fixes`` of ``patch_set`` (None: all), under
     ``trainer_names`` only where given: a pin's "fails without its fix" (status 'fail', many tries where timing
     may matter) or "passes with every fix" (status 'fail' with few tries: the first failure, or the last pass)."""
-    out = patch_set.call(fixes, "properties.corpus:replay_until_here", entry, patch_set.released, status, tries,
-                         list(trainer_names) if trainer_names is not None else None)
-    return Result(**{**out, "trainers": tuple(out["trainers"])})
+    return replay_many_until_with_fixes([entry], patch_set, fixes, status, tries, trainer_names)[0]
 
 
-def replay_until_here(entry: dict[str, Any], target: str, status: str, tries: int,
-                      trainer_names: list[str] | None) -> dict[str, Any]:
-    """``replay_until`` on ``target`` in this process, as the fields of its Result."""
+def replay_many_until_with_fixes(entries: list[dict[str, Any]], patch_set: PatchSet, fixes: Iterable[str] | None,
+                                 status: str, tries: int, trainer_names: Iterable[str] | None = None) -> list[Result]:
+    """``replay_until_with_fixes`` for many entries in one process (one start-up and one import of the library)."""
+    outs = patch_set.call(fixes, "properties.corpus:replay_until_here", entries, patch_set.released, status, tries,
+                          list(trainer_names) if trainer_names is not None else None)
+    return [Result(**{**out, "trainers": tuple(out["trainers"])}) for out in outs]
+
+
+def replay_until_here(entries: list[dict[str, Any]], target: str, status: str, tries: int,
+                      trainer_names: list[str] | None) -> list[dict[str, Any]]:
+    """``replay_until`` of each entry on ``target`` in this process, as the fields of its Result."""
     with only_trainers(tuple(trainer_names) if trainer_names is not None else None):
-        return dataclasses.asdict(replay_until(entry, status, tries, lambda: replay(entry, target)))
+        return [dataclasses.asdict(replay_until(entry, status, tries, lambda entry=entry: replay(entry, target)))
+                for entry in entries]
 
 
 def timing_may_matter(entry: dict[str, Any]) -> bool:
