@@ -29,7 +29,8 @@ package's CLI) re-run such a command in one.
 from __future__ import annotations
 
 from .documented import DEVIATIONS, documented, loader_deviation
-from .fixes import ALL_FIXES, DEVIATION_PINS, FIX_COMPONENTS, FIXES, PINNED, UNFIXED, builders_fixed, fixed
+from .fixes import (ALL_FIXES, DEVIATION_PINS, FIX_COMPONENTS, FIXES, LATENT, PINNED, UNFIXED, UNMASKED_BY,
+                    builders_fixed, fixed)
 from .losses import (
     count_main_epochs,
     count_one_token,
@@ -41,7 +42,7 @@ from .losses import (
 )
 from .studies import attribute, campaign, leave_one_out, matrix, matrix_table, replay_with, table
 
-__all__ = ["ALL_FIXES", "DEVIATIONS", "DEVIATION_PINS", "builders_fixed", "FIXES", "FIX_COMPONENTS", "PINNED", "UNFIXED",
+__all__ = ["ALL_FIXES", "DEVIATIONS", "DEVIATION_PINS", "LATENT", "UNMASKED_BY", "builders_fixed", "FIXES", "FIX_COMPONENTS", "PINNED", "UNFIXED",
            "attribute", "campaign",
            "count_main_epochs", "count_one_token", "count_overlong", "count_padding", "deviations_report",
            "documented", "fixed", "leave_one_out", "lengths_of",
