@@ -29,8 +29,18 @@ package's CLI) re-run such a command in one.
 from __future__ import annotations
 
 from .documented import DEVIATIONS, documented, loader_deviation
-from .fixes import (ALL_FIXES, DEVIATION_PINS, FIX_COMPONENTS, FIXES, LATENT, PINNED, UNFIXED, UNMASKED_BY,
-                    builders_fixed, fixed)
+from .fixes import (
+    ALL_FIXES,
+    DEVIATION_PINS,
+    FIX_COMPONENTS,
+    FIXES,
+    LATENT,
+    PINNED,
+    UNFIXED,
+    UNMASKED_BY,
+    builders_fixed,
+    fixed,
+)
 from .losses import (
     count_main_epochs,
     count_one_token,
