@@ -100,6 +100,10 @@ RETRY_AFTER_FINALIZER_S = 0.05
 #: Functions Python calls where an exception is printed and dropped, seen under the alarm by ci.flips: object
 #: finalizers, and the lock hooks logging registers with os.register_at_fork (run around every worker's fork).
 SWALLOWING_CALLBACKS = frozenset({"__del__", "_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks"})
+#: ... and weakref callbacks the garbage collector runs (a WeakValueDictionary's ``remove``, a WeakSet's
+#: ``_remove``, ``weakref.finalize``), by the module they live in: their names are too common to match alone.
+#: Deferring an alarm that lands in other code of these modules only delays it by RETRY_AFTER_FINALIZER_S.
+SWALLOWING_MODULES = ("weakref.py", "_weakrefset.py")
 
 
 def _alarm_usable() -> bool:
@@ -116,11 +120,12 @@ def _deadline(seconds: float | None):
 
     def expire(signum, frame):
         # An alarm that lands in a callback whose exceptions Python swallows as "Exception ignored" (a torch
-        # iterator's __del__ run by the garbage collector inside the watched call, logging's at-fork lock hooks
-        # run by os.fork() as a worker starts) would be lost there: try again just after the callback returns.
+        # iterator's __del__ run by the garbage collector inside the watched call, a weakref callback it runs,
+        # logging's at-fork lock hooks run by os.fork() as a worker starts) would be lost there: try again just
+        # after the callback returns.
         f = frame
         while f is not None:
-            if f.f_code.co_name in SWALLOWING_CALLBACKS:
+            if f.f_code.co_name in SWALLOWING_CALLBACKS or f.f_code.co_filename.endswith(SWALLOWING_MODULES):
                 signal.setitimer(signal.ITIMER_REAL, RETRY_AFTER_FINALIZER_S)
                 return
             f = f.f_back

@@ -116,6 +116,34 @@ def test_an_alarm_that_lands_in_a_finalizer_is_deferred_not_lost(monkeypatch):
     assert time.monotonic() - start < 2 and not unraisable
 
 
+def test_an_alarm_that_lands_in_a_weakref_callback_is_deferred_too(monkeypatch):
+    # the CI run of 2026-12-04: "Exception ignored in: <function WeakValueDictionary.__init__.<locals>.remove>", the
+    # garbage collector running a WeakValueDictionary's callback inside a watched call when the alarm fired
+    import sys
+    import weakref
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    class Slow:
+        pass
+
+    def hangs():
+        obj = Slow()
+        # weakref.finalize.__call__ (weakref.py) runs the sleep, still running when the 0.1 s alarm fires
+        finalizer = weakref.finalize(obj, time.sleep, 0.3)
+        del obj                     # the callback runs here, under the alarm
+        assert not finalizer.alive
+        time.sleep(5)               # the hang the bound must still catch
+
+    with step_timeout(0.1):
+        w = Watch(LoaderScenario(num_samples=4), "weakref callback test")
+    start = time.monotonic()
+    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
+        w.call(hangs, "next()")
+    assert time.monotonic() - start < 2 and not unraisable
+
+
 def test_an_alarm_that_lands_in_a_fork_hook_is_deferred_too():
     # ci.flips again: "Exception ignored in: <function _releaseLock>", logging's at-fork hook, run by os.fork()
     # as a DataLoader worker started inside a watched iter(); a hook of that name must finish undisturbed
