@@ -32,7 +32,7 @@ from . import corpus, mutants, mutation, profiles, report, repro, suite, trainer
 from .runner import Result, RunSettings, run_target
 from .targets import BUILTIN, MUTANT_PREFIX, TargetError, names, resolve
 from .targets.overlay import rerun_in_overlay
-from .targets.patched import rerun_patched
+from .targets.patched import PatchError, rerun_patched
 from .watchdog import DEFAULT_STEP_TIMEOUT_S
 
 PROG = "python -m properties"
@@ -352,7 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     rerun = rerun_in_overlay(args, argv)   # torchtitan, veomni-builders: their declared datasets (an overlay)
     if rerun is None:
-        rerun = rerun_patched(args, argv)   # a :fixed target: the library with the diffs of docs/patches/ applied
+        try:
+            rerun = rerun_patched(args, argv)   # a :fixed target: the library with the diffs of docs/patches/ applied
+        except PatchError as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
     if rerun is not None:
         return rerun
     try:

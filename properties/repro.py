@@ -165,13 +165,14 @@ _EPOCH_IDS = "def epoch_ids(steps, e):\n    return [sid for ee, batch in steps i
 _SHOW = "print(f'uninterrupted: {uninterrupted}\\nresumed:       {resumed}')\n"
 
 
-def _judge_exact() -> str:
+def _judge_exact(unit: str = "batch") -> str:
+    """Step for step: ``unit`` names what the loader yields (a batch, or a loader's step)."""
     return _SHOW + textwrap.dedent("""\
         k = next((k for k, (a, b) in enumerate(zip(uninterrupted, resumed)) if a != b), min(map(len, (uninterrupted, resumed))))
-        if uninterrupted != resumed:  # batch for batch
-            print(f'first difference: batch {k}: uninterrupted {uninterrupted[k:k + 1]} vs resumed {resumed[k:k + 1]}')
+        if uninterrupted != resumed:  # UNIT for UNIT
+            print(f'first difference: UNIT {k}: uninterrupted {uninterrupted[k:k + 1]} vs resumed {resumed[k:k + 1]}')
         sys.exit(0 if uninterrupted == resumed else 1)
-        """)
+        """).replace("UNIT", unit)
 
 
 def _judge_once() -> str:
@@ -195,13 +196,19 @@ def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
     if sc.dp_size == 1 and loss is not None:
         head.append(f"LOSS = {loss!r}{why}")
         judged.append("len(lost) > LOSS" + (" and e != 0" if sc.break_after is not None else ""))
-    body = ["for e in range(EPOCHS):", "    got = [sid for ee, batch in resumed if ee == e for sid in batch]",
-            "    twice, foreign, lost = {s for s in got if got.count(s) > 1}, "
-            + ("set(got) - ALL, ALL - set(got)" if sc.dp_size == 1 else "set(), set()")]
     note = "  # epoch 0's loop broke early: no loss is judged" if sc.break_after is not None and len(judged) > 2 else ""
-    body += [f"    if {' or '.join(judged)}:{note}",
-             "        print(f'epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, left out {sorted(lost)}')",
-             "        sys.exit(1)"]
+    return _each_epoch_once(head, "[sid for ee, batch in resumed if ee == e for sid in batch]", sc.dp_size, judged,
+                            note, "epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, "
+                                  "left out {sorted(lost)}")
+
+
+def _each_epoch_once(head: list[str], got: str, dp_size: int, judged: list[str], note: str, complaint: str) -> str:
+    """Each epoch of the resumed run: ``got`` its sample ids; ``judged`` which of twice, foreign (not in ALL) and
+    lost (in ALL, not delivered) fail it; with several DP ranks only ``twice`` is known."""
+    body = ["for e in range(EPOCHS):", f"    got = {got}",
+            "    twice, foreign, lost = {s for s in got if got.count(s) > 1}, "
+            + ("set(got) - ALL, ALL - set(got)" if dp_size == 1 else "set(), set()"),
+            f"    if {' or '.join(judged)}:{note}", f"        print(f'{complaint}')", "        sys.exit(1)"]
     return "\n".join(head) + "\n" + _SHOW + "\n".join(body) + "\n"
 
 
@@ -391,17 +398,12 @@ def _judge_loader_once(sc: LoaderScenario) -> str:
     every sample of the dataset (on one of several ranks the shard is the sampler's: only 'at most once')."""
     if sc.dp_size == 1:
         head = f"ALL = set(range({sc.num_samples}))  # each epoch: every sample, once"
-        sets = "set(got) - ALL, ALL - set(got)"
     else:
         head = "ALL = None  # a DP rank's share is its sampler's to choose: only 'at most once' is judged"
-        sets = "set(), set()"
-    return "\n".join([
-        head, _SHOW.rstrip(), "for e in range(EPOCHS):",
-        "    got = [sid for ee, step in resumed if ee == e for mb in step for sid in mb]",
-        f"    twice, foreign, lost = {{s for s in got if got.count(s) > 1}}, {sets}",
-        "    if twice or foreign or lost:",
-        "        print(f'first difference: epoch {e}: {sorted(twice)} twice, {sorted(foreign)} foreign, {sorted(lost)} "
-        "left out')", "        sys.exit(1)"]) + "\n"
+    return _each_epoch_once([head], "[sid for ee, step in resumed if ee == e for mb in step for sid in mb]",
+                            sc.dp_size, ["twice", "foreign", "lost"], "",
+                            "first difference: epoch {e}: {sorted(twice)} twice, {sorted(foreign)} foreign, "
+                            "{sorted(lost)} left out")
 
 
 def _write_loader(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
@@ -422,7 +424,7 @@ def _write_loader(entry: dict[str, Any], path: str, sc: LoaderScenario, componen
         ends = L.epoch_boundaries(plain)
         schedule = (f"uninterrupted = run([])\nresumed = run({points}{at_end})  # as drawn, {list(sc.checkpoints)}, and "
                     f"at the uninterrupted run's epoch ends, {ends}\n")
-        judge = _judge_exact().replace("batch", "step")
+        judge = _judge_exact("step")
     else:
         points = list(sc.checkpoints)
         schedule = f"uninterrupted = run([])\nresumed = run({points}{at_end})\n"

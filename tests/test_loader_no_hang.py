@@ -90,6 +90,16 @@ def test_the_wall_bound_interrupts_a_sleeping_next_and_restores_the_previous_han
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
+def _expires_within_the_bound(hangs, name: str, unraisable: list) -> None:
+    """A 0.1 s step bound on ``hangs`` still expires (well before its 5 s sleep ends), and nothing was swallowed."""
+    with step_timeout(0.1):
+        w = Watch(LoaderScenario(num_samples=4), name)
+    start = time.monotonic()
+    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
+        w.call(hangs, "next()")
+    assert time.monotonic() - start < 2 and not unraisable
+
+
 def test_an_alarm_that_lands_in_a_finalizer_is_deferred_not_lost(monkeypatch):
     # ci.flips saw it: the garbage collector ran a torch iterator's __del__ (joining its workers) inside a
     # watched next(); the alarm raised there, Python swallowed it as "Exception ignored", and pytest failed the
@@ -108,12 +118,7 @@ def test_an_alarm_that_lands_in_a_finalizer_is_deferred_not_lost(monkeypatch):
         del obj                      # its __del__ runs here, under the alarm
         time.sleep(5)                # the hang the bound must still catch
 
-    with step_timeout(0.1):
-        w = Watch(LoaderScenario(num_samples=4), "finalizer test")
-    start = time.monotonic()
-    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
-        w.call(hangs, "next()")
-    assert time.monotonic() - start < 2 and not unraisable
+    _expires_within_the_bound(hangs, "finalizer test", unraisable)
 
 
 def test_an_alarm_that_lands_in_a_weakref_callback_is_deferred_too(monkeypatch):
@@ -136,12 +141,7 @@ def test_an_alarm_that_lands_in_a_weakref_callback_is_deferred_too(monkeypatch):
         assert not finalizer.alive
         time.sleep(5)               # the hang the bound must still catch
 
-    with step_timeout(0.1):
-        w = Watch(LoaderScenario(num_samples=4), "weakref callback test")
-    start = time.monotonic()
-    with pytest.raises(LoaderHang, match="did not return within 0.1 s"):
-        w.call(hangs, "next()")
-    assert time.monotonic() - start < 2 and not unraisable
+    _expires_within_the_bound(hangs, "weakref callback test", unraisable)
 
 
 def test_an_alarm_that_lands_in_a_fork_hook_is_deferred_too():

@@ -185,6 +185,11 @@ class PatchSet:
                 "(which re-runs the command in such a process), or from Python with "
                 "properties.targets.patched.call")
 
+    def rerun(self, module: str, argv: Sequence[str]) -> int:
+        """``python -m module argv`` in a process with every diff applied: its exit code. PatchError where the
+        diffs do not apply (the command line says so)."""
+        return subprocess.run([sys.executable, "-m", module, *argv], env=self.env_for_subprocess()).returncode
+
     def call(self, fixes: Iterable[str] | None, function: str, *args: Any, timeout: float = 600) -> Any:
         """``MODULE:FUNCTION(*args)`` in a process with the copy carrying ``fixes``: its JSON result."""
         module, _, name = function.partition(":")
@@ -231,18 +236,12 @@ PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, TORCHTITAN, VEOMNI,
 
 def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
     """If this command's target is a patch set's and this process lacks its copy, run the same command in a
-    process with every diff applied and return its exit code; else None (run here: the target then resolves,
+    process with every diff applied and return its exit code (PatchError where the diffs do not apply); else None (run here: the target then resolves,
     or reports itself unavailable, e.g. with the install command of a library that is not installed)."""
     patch_set = PATCH_SETS.get(target_of(args) or "")
     if patch_set is None or patch_set.applied() is not None or not patch_set.installed():
         return None
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        env = patch_set.env_for_subprocess()
-    except PatchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return subprocess.run([sys.executable, "-m", "properties", *argv], env=env).returncode
+    return patch_set.rerun("properties", list(sys.argv[1:] if argv is None else argv))
 
 
 __all__ = ["ENV", "HF", "PATCH_SETS", "TORCHTITAN", "VEOMNI", "VEOMNI_BUILDERS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]

@@ -138,23 +138,55 @@ def _loader_kw(sc: LoaderScenario) -> dict[str, Any]:
                 snapshot_every_n_steps=1)
 
 
+# ---- the arguments each pipeline's classes get: one home for the adapter and its standalone scripts (repro_*) ----
+
+def _sharding_kw(sc: LoaderScenario) -> dict[str, Any]:
+    """StatefulDistributedSampler's / _MapStyleSamplerWrapper's, after the dataset."""
+    return dict(num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True, seed=sc.shuffle_seed)
+
+
+def _strategy_kw(sc: LoaderScenario, length_fn: Any) -> dict[str, Any]:
+    """TextBatchingStrategy's."""
+    return dict(token_micro_bsz=sc.budget, buffer_size=sc.buffer_size, bsz_warmup_steps=sc.warmup_steps,
+                bsz_warmup_init_mbtoken=max(1, sc.budget // 4), get_length_fn=length_fn)
+
+
+def _steps_kw(sc: LoaderScenario, collate: Any) -> dict[str, Any]:
+    """DynamicBatchSizeDataLoader's, after the inner loader and the strategy (``length``: train_steps)."""
+    return dict(collate_fn=collate, num_micro_batch=sc.micro_batches_per_step, length=train_steps(sc), drop_last=True)
+
+
+def _dynamic_dataset_kw(sc: LoaderScenario, collate: Any, length_fn: Any) -> dict[str, Any]:
+    """DynamicBatchingSizeDataset's, after its upstream."""
+    return dict(micro_batch_seq_length=sc.budget, ready_for_micro_batch_threshold=sc.buffer_size,
+                dynamic_batching_collate_fn=collate, save_by_idx=False, get_length_fn=length_fn,
+                physical_token_cap=None, get_physical_length_fn=None)
+
+
+def _sources(sc: LoaderScenario) -> list[tuple[str, list[int], float]]:
+    """The mixture's sources: (name, the trace's rows of it, its weight)."""
+    trace = trace_of(sc)
+    return [(name, [r for r in range(len(trace)) if int(trace.source[r]) == k],
+             sc.video_share if name == "video" else 1.0 - sc.video_share) for k, name in enumerate(trace.source_names)]
+
+
+def _mixture_kw(sc: LoaderScenario) -> dict[str, Any]:
+    """WeightedMultiSourceDataset's, after the sources and their weights."""
+    return dict(seed=sc.shuffle_seed, source_names=[name for name, _, _ in _sources(sc)], upstream_sharded=True,
+                stopping_strategy="first_exhausted")
+
+
 # ---- the three pipelines ---------------------------------------------------------------------
 
 class MainRuntime(DelegatingLoader):
     def __init__(self, sc: LoaderScenario):
         v = classes()
         ds = SampleDataset(trace_of(sc))
-        sampler = v.StatefulDistributedSampler(ds, num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True,
-                                               seed=sc.shuffle_seed)
+        sampler = v.StatefulDistributedSampler(ds, **_sharding_kw(sc))
         self.inner = v.DistributedDataloader(ds, batch_size=1, sampler=sampler, collate_fn=v.UnpackDataCollator(),
                                              **_loader_kw(sc))
-        strategy = v.TextBatchingStrategy(token_micro_bsz=sc.budget, buffer_size=sc.buffer_size,
-                                          bsz_warmup_steps=sc.warmup_steps,
-                                          bsz_warmup_init_mbtoken=max(1, sc.budget // 4),
-                                          get_length_fn=v.get_length_fn_by_count_mode("total"))
-        self.dl = v.DynamicBatchSizeDataLoader(self.inner, strategy, collate_fn=v.NoopDataCollator(),
-                                               num_micro_batch=sc.micro_batches_per_step, length=train_steps(sc),
-                                               drop_last=True)
+        strategy = v.TextBatchingStrategy(**_strategy_kw(sc, v.get_length_fn_by_count_mode("total")))
+        self.dl = v.DynamicBatchSizeDataLoader(self.inner, strategy, **_steps_kw(sc, v.NoopDataCollator()))
 
     def close(self) -> None:
         if self.dl is not None:
@@ -166,11 +198,8 @@ class MainRuntime(DelegatingLoader):
 
 
 def _dynamic_dataset(v: SimpleNamespace, upstream, sc: LoaderScenario):
-    return v.DynamicBatchingSizeDataset(upstream, micro_batch_seq_length=sc.budget,
-                                        ready_for_micro_batch_threshold=sc.buffer_size,
-                                        dynamic_batching_collate_fn=v.NoopDataCollator(), save_by_idx=False,
-                                        get_length_fn=v.get_length_fn_by_count_mode("total"),
-                                        physical_token_cap=None, get_physical_length_fn=None)
+    return v.DynamicBatchingSizeDataset(upstream, **_dynamic_dataset_kw(sc, v.NoopDataCollator(),
+                                                                        v.get_length_fn_by_count_mode("total")))
 
 
 class WorkerRuntime(DelegatingLoader):
@@ -181,23 +210,15 @@ class WorkerRuntime(DelegatingLoader):
                                           collate_fn=v.NoopDataCollator(), **{**_loader_kw(sc), "drop_last": drop_last})
 
     def _upstream(self, v: SimpleNamespace, sc: LoaderScenario):
-        wrapper = v.MapStyleSamplerWrapper(SampleDataset(trace_of(sc)), num_replicas=sc.dp_size, rank=sc.dp_rank,
-                                           shuffle=True, seed=sc.shuffle_seed)
+        wrapper = v.MapStyleSamplerWrapper(SampleDataset(trace_of(sc)), **_sharding_kw(sc))
         return _dynamic_dataset(v, wrapper, sc)
 
 
 class MultiSource(WorkerRuntime):
     def _upstream(self, v: SimpleNamespace, sc: LoaderScenario):
-        trace = trace_of(sc)
-        sources, weights = [], []
-        for k, name in enumerate(trace.source_names):
-            rows = [r for r in range(len(trace)) if int(trace.source[r]) == k]
-            sources.append(v.MapStyleSamplerWrapper(SampleDataset(trace, rows), num_replicas=sc.dp_size,
-                                                    rank=sc.dp_rank, shuffle=True, seed=sc.shuffle_seed))
-            weights.append(sc.video_share if name == "video" else 1.0 - sc.video_share)
-        mixed = v.WeightedMultiSourceDataset(sources, weights, seed=sc.shuffle_seed,
-                                             source_names=list(trace.source_names), upstream_sharded=True,
-                                             stopping_strategy="first_exhausted")
+        trace, parts = trace_of(sc), _sources(sc)
+        sources = [v.MapStyleSamplerWrapper(SampleDataset(trace, rows), **_sharding_kw(sc)) for _, rows, _ in parts]
+        mixed = v.WeightedMultiSourceDataset(sources, [w for _, _, w in parts], **_mixture_kw(sc))
         return _dynamic_dataset(v, mixed, sc)
 
 
@@ -310,8 +331,8 @@ def _repro_data(sc: LoaderScenario) -> tuple[list[str], tuple[str, ...]]:
     return code, ("time",) if timed else ()
 
 
-def _sharding(v: SimpleNamespace, cls: Any, sc: LoaderScenario) -> list[str]:
-    return _args(cls, num_replicas=sc.dp_size, rank=sc.dp_rank, shuffle=True, seed=sc.shuffle_seed)
+def _sharding(cls: Any, sc: LoaderScenario) -> list[str]:
+    return _args(cls, **_sharding_kw(sc))
 
 
 def _length_fn(v: SimpleNamespace) -> _Expr:
@@ -339,20 +360,17 @@ def repro_main(sc: LoaderScenario) -> ReproSetup:
     """``MainRuntime`` as standalone code, the scenario's values as literals."""
     v = classes()
     code, stdlib = _repro_data(sc)
-    # without warm-up steps, the warm-up's initial budget is never read
-    warmup = dict(bsz_warmup_steps=sc.warmup_steps, bsz_warmup_init_mbtoken=max(1, sc.budget // 4)) \
-        if sc.warmup_steps else {}
+    strategy = _strategy_kw(sc, _length_fn(v))
+    if not sc.warmup_steps:
+        del strategy["bsz_warmup_init_mbtoken"]   # without warm-up steps, the warm-up's initial budget is never read
     code += ["def make():", f"    ds = Samples(range({sc.num_samples}))",
-             *_call("    sampler = StatefulDistributedSampler(", ["ds", *_sharding(v, v.StatefulDistributedSampler, sc)]),
+             *_call("    sampler = StatefulDistributedSampler(", ["ds", *_sharding(v.StatefulDistributedSampler, sc)]),
              *_call("    inner = DistributedDataloader(", ["ds", *_args(
                  v.DistributedDataloader, batch_size=1, sampler=_Expr("sampler"),
                  collate_fn=_Expr("UnpackDataCollator()"), **_loader_kw(sc))]),
-             *_call("    strategy = TextBatchingStrategy(", _args(
-                 v.TextBatchingStrategy, token_micro_bsz=sc.budget, buffer_size=sc.buffer_size, **warmup,
-                 get_length_fn=_length_fn(v))),
+             *_call("    strategy = TextBatchingStrategy(", _args(v.TextBatchingStrategy, **strategy)),
              *_call("    return DynamicBatchSizeDataLoader(", ["inner", "strategy", *_args(
-                 v.DynamicBatchSizeDataLoader, collate_fn=_Expr("NoopDataCollator()"),
-                 num_micro_batch=sc.micro_batches_per_step, length=train_steps(sc), drop_last=True)],
+                 v.DynamicBatchSizeDataLoader, **_steps_kw(sc, _Expr("NoopDataCollator()")))],
                  "  # length: train_steps"), ""]
     if sc.num_workers:   # MainRuntime.close: the step generator, then the inner loader's workers
         code += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
@@ -375,9 +393,7 @@ def _repro_worker_pipeline(sc: LoaderScenario, upstream: list[str], source: str 
     code, stdlib = _repro_data(sc)
     code += ["def make():", *upstream,
              *_call("    ds = DynamicBatchingSizeDataset(", [source, *_args(
-                 v.DynamicBatchingSizeDataset, micro_batch_seq_length=sc.budget,
-                 ready_for_micro_batch_threshold=sc.buffer_size, dynamic_batching_collate_fn=_Expr("NoopDataCollator()"),
-                 save_by_idx=False, get_length_fn=_length_fn(v), physical_token_cap=None, get_physical_length_fn=None)]),
+                 v.DynamicBatchingSizeDataset, **_dynamic_dataset_kw(sc, _Expr("NoopDataCollator()"), _length_fn(v)))]),
              *_call("    return DistributedDataloader(", ["ds", *_args(
                  v.DistributedDataloader, batch_size=sc.micro_batches_per_step, collate_fn=_Expr("NoopDataCollator()"),
                  **_loader_kw(sc))])]
@@ -392,23 +408,20 @@ def _repro_worker_pipeline(sc: LoaderScenario, upstream: list[str], source: str 
 def repro_worker(sc: LoaderScenario) -> ReproSetup:
     """``WorkerRuntime`` (drop_last=True, VeOmni's default) as standalone code."""
     v = classes()
-    sharding = "".join(", " + a for a in _sharding(v, v.MapStyleSamplerWrapper, sc))
+    sharding = "".join(", " + a for a in _sharding(v.MapStyleSamplerWrapper, sc))
     return _repro_worker_pipeline(sc, [], f"_MapStyleSamplerWrapper(Samples(range({sc.num_samples})){sharding})")
 
 
 def repro_multisource(sc: LoaderScenario) -> ReproSetup:
     """``MultiSource`` as standalone code: each source's sample ids and weight as literals."""
     v = classes()
-    trace = trace_of(sc)
-    names = list(trace.source_names)
-    rows = [[r for r in range(len(trace)) if int(trace.source[r]) == k] for k in range(len(names))]
-    weights = [sc.video_share if name == "video" else 1.0 - sc.video_share for name in names]
-    sharding = "".join(", " + a for a in _sharding(v, v.MapStyleSamplerWrapper, sc))
+    parts = _sources(sc)
+    sharding = "".join(", " + a for a in _sharding(v.MapStyleSamplerWrapper, sc))
     upstream = [f"    sources = [_MapStyleSamplerWrapper(Samples(ids){sharding})",
-                f"               for ids in {rows}]  # the {' and '.join(names)} samples",
-                *_call("    upstream = WeightedMultiSourceDataset(", ["sources", repr(weights), *_args(
-                    v.WeightedMultiSourceDataset, seed=sc.shuffle_seed, source_names=names, upstream_sharded=True,
-                    stopping_strategy="first_exhausted")])]
+                f"               for ids in {[rows for _, rows, _ in parts]}]  "
+                f"# the {' and '.join(name for name, _, _ in parts)} samples",
+                *_call("    upstream = WeightedMultiSourceDataset(", ["sources", repr([w for _, _, w in parts]), *_args(
+                    v.WeightedMultiSourceDataset, **_mixture_kw(sc))])]
     return _repro_worker_pipeline(sc, upstream)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 
@@ -50,12 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "target", None) == "fixed" and VEOMNI.applied() is None and VEOMNI.installed():
         # the fixed target runs VeOmni's patched copy, which a process imports instead of the release
         try:
-            env = VEOMNI.env_for_subprocess()
+            return VEOMNI.rerun("properties.veomni_conformance", list(sys.argv[1:] if argv is None else argv))
         except PatchError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        argv = list(sys.argv[1:] if argv is None else argv)
-        return subprocess.run([sys.executable, "-m", "properties.veomni_conformance", *argv], env=env).returncode
     if args.command == "matrix":
         rows = matrix(campaign_targets()[args.target](), args.examples, args.seed, progress=_progress)
         json.dump({"target": args.target, "examples": args.examples, "seed": args.seed, "rows": rows,
