@@ -31,6 +31,9 @@ RESTORE_MID_EPOCH = "restore mid-epoch"
 RESTORE_AT_START = "restore at step 0"
 RESTORE_AT_EPOCH_END = "restore at an epoch end"
 MULTI_WORKER = "two or more workers"
+RESTORE_CLOSED_EPOCH = "a restore after an epoch's last batch that moved on (epoch_end='closed')"
+#: how a loader restores a state saved after an epoch's last batch (``run_schedule``'s ``epoch_end``)
+EPOCH_END_CONVENTIONS = ("open", "closed")
 UNEVEN_SHARDS = "shards of unequal size"
 RANKS_DIFFER = "ranks' epochs differ in steps"
 BOUND_CROSSES_EPOCH = "max_steps crosses an epoch end"
@@ -82,7 +85,8 @@ def roundtrip(state: Any, codec: str) -> Any:
 
 def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=default_ids_of, codec: str | None = None,
                  first_epoch: int = 0, on_loader: Callable[[Any], None] | None = None,
-                 break_after: int | None = None, checkpoint_on_resume: bool | None = None) -> Transcript:
+                 break_after: int | None = None, checkpoint_on_resume: bool | None = None,
+                 epoch_end: str = "open") -> Transcript:
     """Iterate epochs ``first_epoch .. scenario.epochs - 1``; after each step count in
     ``scenario.checkpoints`` (and, with ``restore_at_epoch_end``, after every epoch) save the
     state, close the loader, build a fresh one, restore, and carry on. With ``break_after``, epoch
@@ -97,12 +101,22 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
     or was abandoned, which the loader may record, a restore asks the loader. Off, the schedule is
     exactly as without the option.
 
+    ``epoch_end`` is the loader's convention for a state saved after an epoch's last batch, before
+    its iterator ran out (``EPOCH_END_CONVENTIONS``): ``open`` (torchdata's contract: the restored
+    loader is still in that epoch, so the trainer re-enters it and its ``iter()`` ends it) or
+    ``closed`` (the restored loader has moved on, as litdata's own tests say): the trainer then knows
+    the epoch is over, as one that looks a batch ahead does (Lightning's data fetcher), and goes on
+    to the next epoch instead of re-entering it. The schedule learns it as that trainer does: it asks
+    the old loader's iterator for one more batch after saving its state (the old loader is discarded).
+
     The state travels through JSON, as a checkpoint file would, unless the target says its state
     holds tensors or objects (``codec="pickle"``, or ``make.state_codec = "pickle"``, as torchdata's does).
     ``on_loader(loader)`` is called with every loader at the end of each of its epochs and before
     it is replaced (to read what it reached). Reports where the restores fell (``properties.coverage``).
     """
     codec = codec or getattr(make, "state_codec", "json")
+    if epoch_end not in EPOCH_END_CONVENTIONS:
+        raise ValueError(f"epoch_end={epoch_end!r}; allowed values: {', '.join(EPOCH_END_CONVENTIONS)}")
     if checkpoint_on_resume is None:
         checkpoint_on_resume = bool(getattr(scenario, "checkpoint_on_resume", False))
     points = Counter(scenario.checkpoints)
@@ -113,22 +127,25 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
     watch = Watch(scenario, _schedule(scenario))
     on_resume: list = []   # the checkpoint written on the last resume, until a step follows it
 
-    def restore(loader, epoch: int):
+    def restore(loader, epoch: int, it=None):
+        """A fresh loader given the checkpoint, and whether the trainer knows the epoch is over (``it``: the
+        epoch's live iterator, which a trainer that knows its epoch's end has already looked past)."""
         restores.append((n, epoch))
         if on_loader is not None:
             on_loader(loader)
         state = on_resume.pop() if on_resume else roundtrip(loader.state_dict(), codec)
+        over = it is not None and epoch_end == "closed" and _ran_out(it)
         loader.close()
         fresh = make(scenario)
         fresh.load_state_dict(state)
         if checkpoint_on_resume:
             on_resume.append(roundtrip(fresh.state_dict(), codec))
             reached("a checkpoint written on resume")
-        return fresh
+        return fresh, over
 
     try:
         for _ in range(points.pop(0, 0)):
-            loader = restore(loader, first_epoch)
+            loader, _over = restore(loader, first_epoch)
         for epoch in range(first_epoch, scenario.epochs):
             loader.set_epoch(epoch)
             it = watch.iter(loader, epoch)
@@ -142,16 +159,22 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
                 n += 1
                 taken += 1
                 on_resume.clear()
+                over = False
                 for _ in range(points.get(n, 0)):
-                    loader = restore(loader, epoch)
-                    loader.set_epoch(epoch)
-                    it = watch.iter(loader, epoch)
+                    loader, ended = restore(loader, epoch, None if over else it)
+                    over, it = over or ended, None
+                    if not over:
+                        loader.set_epoch(epoch)
+                        it = watch.iter(loader, epoch)
+                if over:   # the restored loader has moved on (epoch_end="closed"), and so does the trainer
+                    reached(RESTORE_CLOSED_EPOCH)
+                    break
             it = None  # the finished (or abandoned) iterator goes before a restore builds new workers
             on_resume.clear()   # the loader saw its epoch end (or broken off): the epoch-end checkpoint asks it
             if on_loader is not None:
                 on_loader(loader)
             if scenario.restore_at_epoch_end and epoch < scenario.epochs - 1:
-                loader = restore(loader, epoch)
+                loader, _over = restore(loader, epoch)
     finally:
         loader.close()
     transcript = Transcript(steps)
@@ -159,6 +182,15 @@ def run_schedule(make: LoaderFactory, scenario: LoaderScenario, *, ids_of=defaul
     if scenario.num_workers >= 2:
         reached(MULTI_WORKER)
     return transcript
+
+
+def _ran_out(it) -> bool:
+    """Whether the epoch's iterator has no batch left (the batch it may yield is the old loader's, never trained)."""
+    try:
+        next(it)
+    except StopIteration:
+        return True
+    return False
 
 
 def restore_events(t: Transcript, restores: list[tuple[int, int]]) -> None:
@@ -316,6 +348,8 @@ def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, ste
     fresh loader at ``scenario.checkpoints`` as in ``run_schedule`` (a bound must survive them).
     """
     codec = codec or getattr(make, "state_codec", "json")
+    if epoch_end not in EPOCH_END_CONVENTIONS:
+        raise ValueError(f"epoch_end={epoch_end!r}; allowed values: {', '.join(EPOCH_END_CONVENTIONS)}")
     points = Counter(scenario.checkpoints)
     bound = scenario.max_steps if rule == "max_steps" else None
     max_epochs = (bound + 2) if bound is not None else scenario.epochs   # every epoch yields >= 1 step

@@ -73,10 +73,12 @@ def _close(sc: StreamScenario) -> list[str]:
 
 
 def _loop(sc: StreamScenario | LoaderScenario, ids: str, epoch_hook: str | None, restores: bool = True,
-          close: bool = True, unit: str = "batch") -> str:
+          close: bool = True, unit: str = "batch", closed: bool = False) -> str:
     """``run_schedule``'s loop over a stream or a loader scenario (a loader scenario never breaks early), with only
     the branches the example uses (without ``restores``: the uninterrupted run alone; without ``close``: the
-    setup's code defines ``close(loader)`` itself). ``unit``: what the loader yields, a batch or a step."""
+    setup's code defines ``close(loader)`` itself). ``unit``: what the loader yields, a batch or a step.
+    ``closed``: the loader's state after an epoch's last batch is that epoch over (``epoch_end='closed'``), so a
+    restore there moves on to the next epoch, as the trainer that knows the epoch ended does."""
     break_after = getattr(sc, "break_after", None)
     if not restores:
         hook = [f"        {epoch_hook}"] if epoch_hook else []
@@ -95,16 +97,19 @@ def _loop(sc: StreamScenario | LoaderScenario, ids: str, epoch_hook: str | None,
              f'    """Epochs as a trainer runs them; after each {unit} count in points: save, build a fresh loader, '
              'load."""',
              "    loader, steps" + (", pending = make(), [], []" if on_resume else " = make(), []"),
-             "    def restore(loader):",
+             "    def restore(loader" + (", it=None):" if closed else "):"),
              "        state = " + ("pending.pop() if pending else " if on_resume else "")
              + copy.format("loader.state_dict()"),
+             *(["        over = it is not None and next(it, None) is None  # the epoch had ended: the trainer "
+                "knows it"] if closed else []),
              *(["        close(loader)"] if sc.num_workers else []),
              "        fresh = make()", "        fresh.load_state_dict(state)"]
     if on_resume:
         lines += ["        pending.append(" + copy.format("fresh.state_dict()") + ")  # a checkpoint at once on resume"]
-    lines += ["        return fresh"]
+    lines += ["        return (fresh, over)" if closed else "        return fresh"]
     if 0 in sc.checkpoints:
-        lines += ["    for _ in range(points.count(0)):  # a checkpoint before the first batch", "        loader = restore(loader)"]
+        lines += ["    for _ in range(points.count(0)):  # a checkpoint before the first batch",
+                  "        loader = restore(loader)" + ("[0]" if closed else "")]
     lines += ["    for epoch in range(EPOCHS):", *hook]
     get = "(batch := next(it, None)) is not None"
     if break_after is not None:
@@ -117,13 +122,22 @@ def _loop(sc: StreamScenario | LoaderScenario, ids: str, epoch_hook: str | None,
         lines += ["            taken += 1"]
     if on_resume:
         lines += ["            pending.clear()"]
-    lines += ["            for _ in range(points.count(len(steps))):", "                loader = restore(loader)",
-              *["        " + h for h in hook], "                it = iter(loader)"]
+    if closed:
+        lines += ["            over = False",
+                  "            for _ in range(points.count(len(steps))):",
+                  "                loader, ended = restore(loader, None if over else it)",
+                  "                over = over or ended",
+                  *["        " + h for h in hook], "                it = None if over else iter(loader)",
+                  "            if over:  # a state saved after the epoch's last batch restores as the epoch over",
+                  "                break"]
+    else:
+        lines += ["            for _ in range(points.count(len(steps))):", "                loader = restore(loader)",
+                  *["        " + h for h in hook], "                it = iter(loader)"]
     if on_resume and sc.restore_at_epoch_end:   # the next restore otherwise follows a step, which clears it
         lines += ["        pending.clear()"]
     if sc.restore_at_epoch_end:
         lines += ["        if at_epoch_end and epoch < EPOCHS - 1:  # a checkpoint at epoch end, the finished iterator gone first",
-                  "            it = None", "            loader = restore(loader)"]
+                  "            it = None", "            loader = restore(loader)" + ("[0]" if closed else "")]
     return "\n".join(lines + ["    return steps"])
 
 
@@ -307,7 +321,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     # a mixture that deviates without a checkpoint needs no resumed run to show it
     mixture_runs = ("uninterrupted",) if (prop == "stream_mixture" and "of the uninterrupted run"
                                           in str(entry.get("message"))) else ("uninterrupted", "resumed")
-    loop = _loop(sc, code.ids, code.epoch_hook, restores=len(mixture_runs) > 1)
+    loop = _loop(sc, code.ids, code.epoch_hook, restores=len(mixture_runs) > 1,
+                 closed=component.epoch_end_convention(sc) == "closed")
     if prop == "stream_mixture":
         judge = _judge_mixture(sc, component.mixture_weights(sc), mixture_runs)
     if prop in ("stream_resume", "stream_trainer_resume"):

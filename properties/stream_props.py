@@ -42,13 +42,14 @@ class StreamTranscript:
 
 
 def run_stream(make: Callable[[StreamScenario], Any], sc: StreamScenario, *, ids_of: Callable[[Any], tuple],
-               codec: str = "pickle", first_epoch: int = 0) -> StreamTranscript:
+               codec: str = "pickle", first_epoch: int = 0, epoch_end: str = "open") -> StreamTranscript:
     """The loader suite's trainer loop (``loader_props.run_schedule``) over a stream scenario: the
     state is saved while the epoch's iterator is still alive, as a trainer saves inside its loop,
     epoch 0's loop breaks after ``sc.break_after`` batches, and with ``sc.checkpoint_on_resume`` every
-    restore is followed at once by a checkpoint of the restored loader."""
+    restore is followed at once by a checkpoint of the restored loader; ``epoch_end`` is the loader's
+    convention for a state saved after an epoch's last batch (``run_schedule``)."""
     t = run_schedule(make, sc, ids_of=lambda batch: tuple(ids_of(batch)), codec=codec, first_epoch=first_epoch,
-                     break_after=sc.break_after, checkpoint_on_resume=sc.checkpoint_on_resume)
+                     break_after=sc.break_after, checkpoint_on_resume=sc.checkpoint_on_resume, epoch_end=epoch_end)
     return StreamTranscript(t.steps)
 
 
@@ -89,10 +90,10 @@ def with_boundaries(sc: StreamScenario, plain: StreamTranscript) -> StreamScenar
     return replace(sc, checkpoints=tuple(sorted(set(sc.checkpoints) | set(extra))))
 
 
-def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str) -> None:
+def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
     plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
     sc = with_boundaries(sc, plain)
-    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec)
+    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec, epoch_end=epoch_end)
     for k, (a, b) in enumerate(zip(plain.steps, resumed.steps)):
         if a != b:
             raise PropertyViolation(f"resume: batch {k} differs ({schedule(sc)}): uninterrupted {a} vs resumed {b}")
@@ -102,11 +103,11 @@ def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str) -> None:
                                 f"({schedule(sc)}); the first unmatched: {more[:3]}")
 
 
-def check_once_resume(make, sc: StreamScenario, *, ids_of, codec: str) -> None:
+def check_once_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
     """Each epoch of the resumed run delivers the uninterrupted epoch's samples, each once (any order)."""
     plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
     sc = with_boundaries(sc, plain)
-    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec)
+    resumed = run_stream(make, sc, ids_of=ids_of, codec=codec, epoch_end=epoch_end)
     for epoch in range(sc.epochs):
         a, b = plain.epoch_ids(epoch), resumed.epoch_ids(epoch)
         dup = sorted(k for k, c in Counter(b).items() if c > 1)
@@ -179,10 +180,11 @@ def mixture_deviation(ids: list, weights: tuple[float, ...], sizes: tuple[int, .
     return None
 
 
-def check_mixture(make, sc: StreamScenario, *, ids_of, codec: str, weights: tuple[float, ...]) -> None:
+def check_mixture(make, sc: StreamScenario, *, ids_of, codec: str, weights: tuple[float, ...],
+                  epoch_end: str = "open") -> None:
     """The mixture's weights hold in every epoch of the uninterrupted run and of the resumed one."""
     plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
-    resumed = run_stream(make, with_boundaries(sc, plain), ids_of=ids_of, codec=codec)
+    resumed = run_stream(make, with_boundaries(sc, plain), ids_of=ids_of, codec=codec, epoch_end=epoch_end)
     for name, t, where in (("uninterrupted", plain, "no checkpoint"), ("resumed", resumed, schedule(sc))):
         for epoch in range(sc.epochs):
             if epoch == 0 and sc.break_after is not None:

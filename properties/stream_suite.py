@@ -83,6 +83,11 @@ def _kw(component: StreamComponent) -> dict:
     return {"ids_of": component.ids_of, "codec": component.state_codec}
 
 
+def _restoring_kw(component: StreamComponent, sc: StreamScenario) -> dict:
+    """What a run with restores needs too: how the loader restores a state saved after an epoch's last batch."""
+    return {**_kw(component), "epoch_end": component.epoch_end_convention(sc)}
+
+
 def stream_prop(name: str, *, doc: str, examples, not_for=_stream, cost: int = 5):
     return prop(name, kinds=STREAM, doc=doc, examples=examples, encode=encode_stream_scenario,
                 decode=decode_stream_scenario, not_for=not_for, cost=cost)
@@ -127,9 +132,9 @@ def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
     level, reason = component.resume_promise(sc)
     if level == "exact":
-        S.check_exact_resume(component.make_loader, sc, **_kw(component))
+        S.check_exact_resume(component.make_loader, sc, **_restoring_kw(component, sc))
     elif level == "once":
-        S.check_once_resume(component.make_loader, sc, **_kw(component))
+        S.check_once_resume(component.make_loader, sc, **_restoring_kw(component, sc))
     else:
         raise Unsupported(f"{component.name} promises nothing on a resume here: {reason}")
 
@@ -143,7 +148,7 @@ def stream_exactly_once(component: StreamComponent, sc: StreamScenario) -> None:
     if sc.mix == "parallel":
         raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
     loss, reason = component.epoch_loss(sc)
-    t = S.run_stream(component.make_loader, sc, **_kw(component))
+    t = S.run_stream(component.make_loader, sc, **_restoring_kw(component, sc))
     expected = sc.all_ids() if sc.dp_size == 1 else None
     for epoch in range(sc.epochs):
         ids = t.epoch_ids(epoch)
@@ -174,7 +179,7 @@ def stream_no_hang(component: StreamComponent, sc: StreamScenario) -> None:
     for rank in range(sc.dp_size):
         at_rank = replace(sc, dp_rank=rank)
         if component.training_steps is None:
-            S.run_stream(component.make_loader, at_rank, **_kw(component))
+            S.run_stream(component.make_loader, at_rank, **_restoring_kw(component, at_rank))
             continue
         for trainer in T.real_trainers(component):   # endless: the trainer's own step count ends the run
             T.get(trainer).run(component.make_loader, at_rank, **trainer_kw(component, trainer, at_rank))
@@ -195,7 +200,7 @@ def stream_dp_shards(component: StreamComponent, sc: StreamScenario) -> None:
                  "uninterrupted and after resumes")
 def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
-    S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_kw(component))
+    S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_restoring_kw(component, sc))
 
 
 def _has_real_trainer(component: Any) -> str | None:

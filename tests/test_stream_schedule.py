@@ -130,3 +130,41 @@ def test_the_strategy_draws_it_only_with_checkpoints(checkpoints):
 
     draw()
     assert seen == ({True, False} if checkpoints else {False})
+
+
+class MovesOn(Recording):
+    """Restores a state saved after its epoch's last batch as that epoch over, as litdata does (``closed``)."""
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.pos == self.n:
+            self.epoch, self.pos = self.epoch + 1, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.log.append(("set_epoch", self.id, epoch))
+        if epoch > self.epoch or (epoch == self.epoch and self.pos == self.n):
+            self.epoch, self.pos = epoch, 0
+
+
+def _steps(cls, sc: StreamScenario, epoch_end: str) -> list:
+    log: list = []
+    return S.run_stream(lambda s: cls(s, log), sc, ids_of=tuple, codec="json", epoch_end=epoch_end).steps
+
+
+def test_a_closed_epoch_end_moves_on_and_an_open_one_re_enters_the_restored_epoch():
+    # a checkpoint after epoch 0's last batch (4 of 4): the trainer that knows the epoch ended moves on
+    plain = _steps(Recording, StreamScenario(sources=(4,), epochs=2), "open")
+    at_end = StreamScenario(sources=(4,), epochs=2, checkpoints=(4,))
+    assert plain == [(0, (0,)), (0, (1,)), (0, (2,)), (0, (3,)), (1, (0,)), (1, (1,)), (1, (2,)), (1, (3,))]
+    assert _steps(MovesOn, at_end, "closed") == plain
+    assert _steps(Recording, at_end, "open") == plain            # re-entered: its iter() ends the epoch
+    # declared open, a loader that moved on trains an epoch too many: the re-entered epoch 0 is epoch 1's data
+    assert [e for e, _ in _steps(MovesOn, at_end, "open")] == [0] * 8 + [1] * 4
+    # mid-epoch restores and a double restore at the end behave alike under both conventions
+    twice = StreamScenario(sources=(4,), epochs=2, checkpoints=(2, 4, 4))
+    assert _steps(MovesOn, twice, "closed") == plain == _steps(Recording, twice, "open")
+
+
+def test_an_unknown_epoch_end_convention_names_the_allowed_values():
+    with pytest.raises(ValueError, match="epoch_end='shut'; allowed values: open, closed"):
+        _steps(Recording, StreamScenario(sources=(4,), epochs=2), "shut")

@@ -144,16 +144,17 @@ def test_real_lightning_on_real_litdata_loses_the_epoch_after_a_mid_epoch_resume
     assert model.steps == run(released, (1,))
 
 
-def test_l3s_proposed_fix_would_break_lightning_so_it_is_withdrawn():
-    # a preemption right after an epoch's last batch, under ModelCheckpoint(every_n_train_steps=1): released
-    # litdata starts the next epoch on the iterator Lightning makes after load_state_dict (what Lightning
-    # needs: litdata's own test_dataloader_with_loading_states asserts it), so the run is right; with L3's fix
-    # (the epoch restored as open, the next iter() empty) Lightning trains nothing in epoch 1
+def test_a_checkpoint_after_an_epochs_last_batch_moves_on_under_lightning():
+    # a preemption right after an epoch's last batch, under ModelCheckpoint(every_n_train_steps=1): litdata starts
+    # the next epoch on the iterator Lightning makes after load_state_dict (what Lightning needs, and what litdata's
+    # own test_dataloader_with_loading_states asserts), released and with every fix. The fix first proposed for
+    # this order (L3, withdrawn: the epoch restored as open, the next iter() empty) trained nothing in epoch 1
+    # here; the component now declares litdata's convention instead (epoch_end "closed")
     from properties.targets import litdata_target as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
-    from properties.stream_fixes import ALL_LITDATA, litdata_component
+    from properties.stream_fixes import litdata_component
     from properties.stream_scenarios import StreamScenario
 
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=0, batch_size=1, epochs=2, checkpoints=(4,))
@@ -163,9 +164,9 @@ def test_l3s_proposed_fix_would_break_lightning_so_it_is_withdrawn():
         run = fit_adapter(component.make_loader, sc, preempt_after=(4,), ids_of=ids, every_n_train_steps=1)
         return [e for e, _ in run]
 
+    assert LT.component().epoch_end(sc)[0] == "closed"
     assert epochs(LT.component()) == [0] * 4 + [1] * 4
-    assert epochs(litdata_component([f for f in ALL_LITDATA if f != "L3"])) == [0] * 4 + [1] * 4
-    assert epochs(litdata_component()) == [0] * 4
+    assert epochs(litdata_component()) == [0] * 4 + [1] * 4
 
 
 def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():

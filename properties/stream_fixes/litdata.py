@@ -25,8 +25,6 @@ LITDATA_FIXES: dict[str, str] = {
     "L2": "a cycling ParallelStreamingDataset's epoch (resumed, or continued across epochs) routes its first batch "
           "to the worker after the last one that delivered, and its per-worker counters start at that same worker "
           "(restore is kept during the iteration, and load_state_dict starts a fresh cycle of worker indices)",
-    "L3": "an open epoch that had delivered all its batches restores as open: the next iter() ends it (no batch) "
-          "instead of starting the next epoch",
     "L4": "a CombinedStreamingDataset (or non-cycling ParallelStreamingDataset) worker starts from the restored "
           "counts and positions once: a persistent worker's later epochs start fresh",
     "L5": "CombinedStreamingDataset.__len__ measures with the loader's batch size and workers instead of setting "
@@ -99,9 +97,8 @@ def litdata_classes() -> SimpleNamespace:
         def __init__(self, *args, fixes: Iterable[str] = ALL_LITDATA, **kwargs):
             super().__init__(*args, **kwargs)
             self._fixes = frozenset(fixes)
-            self._pending_resume = False   # L1/L3: load_state_dict ran and no iter() has been made since
-            self._live = False             # L1/L3: an iterator of this epoch is started and not ended or closed
-            self._drain = False            # L3: the restored epoch had delivered everything but was not ended
+            self._pending_resume = False   # L1: load_state_dict ran and no iter() has been made since
+            self._live = False             # L1: an iterator of this epoch is started and not ended or closed
             self._unstarted = None         # L1: a weak reference to the resumed iterator until it starts
             self._received_from = 0        # L9: the worker whose batch arrived last
             self._loaded_latest = None     # L13: the loaded state's last worker, until the first batch after the load
@@ -137,22 +134,10 @@ def litdata_classes() -> SimpleNamespace:
                 # L1: restore is honoured by the first iter() after load_state_dict only; any later iter()
                 # starts a new epoch, as it does on a loader that was never restored.
                 self.restore = False
-            if "L3" in self._fixes and self._drain:
-                if resuming:
-                    # L3: the restored epoch ends here, as its uninterrupted iterator did
-                    batches = self._drained()
-                    self._unstarted = weakref.ref(batches)
-                    return batches
-                self._drain = False   # that ending iterator was dropped unstarted: this iter() is a new epoch
             batches = self._tracked(self._iter_batches())
             # L1: a resumed iterator not started yet holds the epoch open while the trainer keeps it
             self._unstarted = weakref.ref(batches) if self.restore else None
             return batches
-
-        def _drained(self):
-            self._unstarted, self._drain = None, False
-            return
-            yield
 
         def _tracked(self, batches):
             self._unstarted = None
@@ -164,11 +149,11 @@ def litdata_classes() -> SimpleNamespace:
 
         def _epoch_open(self) -> bool:
             unstarted = self._unstarted is not None and self._unstarted() is not None
-            return self._live or ((self.restore or self._drain) and (self._pending_resume or unstarted))
+            return self._live or (self.restore and (self._pending_resume or unstarted))
 
         def state_dict(self):
             state = super().state_dict()
-            if self._fixes & {"L1", "L3"}:
+            if "L1" in self._fixes:
                 state["epoch_open"] = self._epoch_open()
             if "L13" in self._fixes and self._loaded_latest is not None:
                 # L13: load_state_dict keeps `latest_worker_idx + 1` in _latest_worker_idx (dataloader.py:1033-1037),
@@ -191,14 +176,12 @@ def litdata_classes() -> SimpleNamespace:
                 self._epoch_base = dict(obj.get("epoch_base", {}))
                 self.restore = self.dataset._epoch_under_way(self._num_samples_yielded_wrapper, self._num_cycles,
                                                              self.num_workers, self._epoch_base)
-            self._pending_resume, self._drain = True, False
+            self._pending_resume = True
             self._loaded_latest = obj["latest_worker_idx"]   # L13: until the next batch, the last worker that delivered
             if "epoch_open" not in obj:
                 return
             if not obj["epoch_open"] and "L1" in self._fixes:
                 self.restore = False   # L1: the saved epoch had ended or been broken off: iter() starts the next
-            elif obj["epoch_open"] and not self.restore and "L3" in self._fixes:
-                self._drain = True     # L3: litdata reads "everything delivered" as "epoch over"; it was not over
             if not self.restore and "L2" in self._fixes:
                 # L2: not a resume: the loader is where the uninterrupted one was after its epoch's last batch,
                 # whose worker is the saved one (load_state_dict advanced it as for a resume, and a cycling

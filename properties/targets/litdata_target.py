@@ -171,6 +171,14 @@ def repro_setup(sc: StreamScenario) -> ReproSetup:
 DROP_LAST = ("StreamingDataset(drop_last=True) 'drops the last items to ensure that all processes/workers return "
              "the same amount of data' (and the DataLoader drops each worker's incomplete last batch)")
 DISTRIBUTED_DROP = "'The argument `drop_last` is set to `True` in a distributed setting' (StreamingDataset.__init__)"
+CLOSED_AT_LAST_BATCH = (
+    "a state saved after an epoch's last batch is the finished epoch's state (StreamingDataLoader.load_state_dict "
+    "resumes only when 0 < samples yielded < the dataset's length), and litdata's own test "
+    "test_dataloader_with_loading_states ('resume after complete last epoch') asserts that such a state restores into "
+    "the next epoch; Lightning's fit loop, which knows the epoch ended (its fetcher looks a batch ahead), moves on")
+OPEN_AT_LAST_BATCH = (
+    "a weighted mixture's epoch ends when a source runs out, which only the fetch after its last batch finds: the "
+    "state saved at that batch has yielded fewer samples than the length, so it restores as that epoch, still open")
 WEIGHTED = ("with weights, 'When `iterate_over_all` is set to True, the weights argument shouldn't be provided', so "
             "the mixture 'stops as soon as one raises a StopIteration' (CombinedStreamingDataset)")
 
@@ -192,6 +200,12 @@ def epoch_loss(sc: StreamScenario):
     return 0, ""
 
 
+def epoch_end(sc: StreamScenario):
+    if sc.mix == "combined" and sc.weights is not None:
+        return "open", OPEN_AT_LAST_BATCH
+    return "closed", CLOSED_AT_LAST_BATCH
+
+
 def dp_loss(sc: StreamScenario):
     w = _workers(sc) * sc.dp_size
     return w * sc.batch_size - 1, DISTRIBUTED_DROP + "; " + DROP_LAST
@@ -203,7 +217,8 @@ def component() -> StreamComponent:
     # adversarial schedule too. Its README's resume loop (load_state_dict, then iterate) has no epochs.
     return StreamComponent(name="stream:litdata", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
                            mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss,
-                           trainers=("lightning", "lightning-steps", "adversarial"), repro_setup=repro_setup)
+                           trainers=("lightning", "lightning-steps", "adversarial"), repro_setup=repro_setup,
+                           epoch_end=epoch_end)
 
 
 def target():

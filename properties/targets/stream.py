@@ -13,6 +13,12 @@ their own state, so what they promise differs by configuration; a component says
   scenario's weights, or the sources' sizes when it has none).
 * ``reshuffles(sc)`` -> ``(bool, reason)``: whether consecutive epochs' orders must differ, and the
   same with persistent and non-persistent workers.
+* ``epoch_end(sc)`` -> ``(convention, reason)``: how a state saved after an epoch's last batch (its
+  iterator not yet run out) restores: ``open`` (the default, torchdata's contract: the restored
+  loader is still in that epoch, and a trainer that re-enters it gets no batch) or ``closed`` (the
+  restored loader has moved on: its next ``iter()`` is the next epoch, and a trainer, knowing the
+  epoch ended, moves on too); the reason quotes where the library says so. The schedules follow it
+  (``loader_props.run_schedule``); a loader that restores the other way fails the resume properties.
 
 Knobs it can run (``mixes``, ``max_workers``, ``persistent``, ``batch_sizes``, ``drop_last``,
 ``shuffle``, ``dp``, ``break_early``) bound what the strategy draws; ``trainers`` names the trainer
@@ -25,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..loader_props import EPOCH_END_CONVENTIONS
 from .base import STATE_CODECS, Component, TargetError, check_trainers
 from .repro_setup import ReproSetup  # noqa: F401 - re-exported: the adapters import it from here
 
@@ -34,6 +41,10 @@ RESUME_LEVELS = ("exact", "once", "none")
 
 def _exact(sc: Any) -> Promise:
     return "exact", ""
+
+
+def _open(sc: Any) -> Promise:
+    return "open", ""
 
 
 def _lossless(sc: Any) -> Promise:
@@ -59,6 +70,7 @@ class StreamComponent(Component):
     dp_loss: Callable[[Any], Promise] = _lossless
     reshuffles: Callable[[Any], Promise] = _reshuffles
     mixture_weights: Callable[[Any], tuple[float, ...]] = _weights
+    epoch_end: Callable[[Any], Promise] = _open
     mixes: tuple[str, ...] = ("single",)
     max_workers: int = 3
     persistent: tuple[bool, ...] = (False, True)
@@ -87,6 +99,17 @@ class StreamComponent(Component):
             if not getattr(self, knob):
                 raise TargetError(f"StreamComponent {self.name!r}: {knob} must allow at least one value")
         check_trainers(self)
+
+    def epoch_end_convention(self, sc: Any) -> str:
+        """``epoch_end(sc)``'s convention, checked."""
+        convention, reason = self.epoch_end(sc)
+        if convention not in EPOCH_END_CONVENTIONS:
+            raise TargetError(f"StreamComponent {self.name!r}: epoch_end returned {convention!r}; allowed values: "
+                              f"{', '.join(EPOCH_END_CONVENTIONS)}")
+        if convention != "open" and not reason:
+            raise TargetError(f"StreamComponent {self.name!r}: epoch_end {convention!r} needs its reason (where the "
+                              "library documents that convention)")
+        return convention
 
     def unsupported(self, sc: Any) -> str | None:
         def why(knob: str, value: Any, allowed: str) -> str:
