@@ -42,7 +42,7 @@ from . import stream_props as S
 from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
 from .stream_fixes import LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
-from .stream_suite import trainer_kills
+from .stream_suite import judged, trainer_kills
 from .targets import resolve
 from .targets.patched import PATCHES
 from .trainers import TRAINERS as MODELS
@@ -316,6 +316,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     if trainer not in component.trainers:
         raise ReproError(f"{path}: {component.name} is not used with trainer {trainer!r} (its trainers: "
                          f"{', '.join(component.trainers)})")
+    if prop != "stream_trainer_resume":
+        sc = judged(component, sc)   # a documented replay after a broken-off resumed epoch: epoch 0 alone
     code = setup(sc)
     level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
     # a mixture that deviates without a checkpoint needs no resumed run to show it

@@ -29,6 +29,13 @@ def _supported(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported(reason)
 
 
+def judged(component: StreamComponent, sc: StreamScenario) -> StreamScenario:
+    """The scenario as the adversarial properties judge it: where the loader documents that the next ``iter()``
+    after a broken-off resumed epoch replays the loaded state (``StreamComponent.after_break``) and epoch 0 breaks
+    off after a restore in it, epoch 0 alone (what comes next is that documented replay)."""
+    return replace(sc, epochs=1) if component.replays_after_break(sc) else sc
+
+
 def _stream(component: Any) -> str | None:
     if not isinstance(component, StreamComponent):
         return ("a stream property needs a properties.targets.stream.StreamComponent; "
@@ -65,6 +72,12 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     sample once per epoch where it promises that, and at most once where it documents losing some."""
     level, reason = component.resume_promise(sc)
     kills = trainer_kills(sc)
+    convention, why = component.after_break(sc)
+    if convention == "replays" and trainer.startswith("lightning") and sc.break_after is not None and kills:
+        # limit_train_batches breaks off every epoch, so every preemption's epoch is a broken-off resumed one
+        raise Unsupported(f"{T.under_trainer(trainer)} with limit_train_batches={sc.break_after}, preempted after "
+                          f"{list(kills)}: {component.name} documents that the next epoch then replays the loaded "
+                          f"state ({why})")
     if level == "none":
         # a documented loss on resume ("examples from shuffle buffers are lost") is no licence to deliver twice
         T.check_under(T.get(trainer), component.make_loader, sc, kills, lossy=True,
@@ -130,6 +143,7 @@ def _mixture(component: Any) -> str | None:
                  "promises it, and delivers each epoch's samples once where it promises only that")
 def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
+    sc = judged(component, sc)
     level, reason = component.resume_promise(sc)
     if level == "exact":
         S.check_exact_resume(component.make_loader, sc, **_restoring_kw(component, sc))
@@ -147,6 +161,7 @@ def stream_exactly_once(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
     if sc.mix == "parallel":
         raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
+    sc = judged(component, sc)
     loss, reason = component.epoch_loss(sc)
     t = S.run_stream(component.make_loader, sc, **_restoring_kw(component, sc))
     expected = sc.all_ids() if sc.dp_size == 1 else None
@@ -200,6 +215,7 @@ def stream_dp_shards(component: StreamComponent, sc: StreamScenario) -> None:
                  "uninterrupted and after resumes")
 def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
+    sc = judged(component, sc)
     S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_restoring_kw(component, sc))
 
 

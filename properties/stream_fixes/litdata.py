@@ -46,8 +46,6 @@ LITDATA_FIXES: dict[str, str] = {
            "it left off (the loader shares the state it hands the dataset every epoch, which reaches workers only when "
            "they fork) instead of starting its sources over: it continues its own iterator where that is where the "
            "loader's counts are, and otherwise (batches it prefetched were dropped at a break) resumes the shared state",
-    "L12": "a StreamingDataset worker starts from the restored state once: a persistent worker whose resumed epoch was "
-           "broken off starts its next epoch fresh instead of at the restored position again",
     "L13": "a state saved again after load_state_dict and before the first batch names the loaded state's last "
            "worker, not the one after it that load_state_dict keeps for routing the resume's first batch (a checkpoint, "
            "and the state a cycling ParallelStreamingDataset's loader hands itself at the next epoch)",
@@ -328,12 +326,6 @@ def litdata_classes() -> SimpleNamespace:
                 # a source (its own count is each cycle's epoch). (A restored state's epoch still wins: line 561.)
                 self.current_epoch = int(self._shared_epoch)
             iterator = super().__iter__()
-            if "L12" in self._fixes and D_dataset._is_in_dataloader_worker():
-                # L12: the restored state is where this iteration starts, once. A worker drops it only when it raises
-                # StopIteration (reset_state_dict, dataset.py:1021, 1030) and the loader's reset_state_dict (856)
-                # reaches the main process's copy: a persistent worker whose resumed epoch was broken off resumed
-                # the same position again at its next epoch. (Not reset_state_dict(): an elastic resume is under way.)
-                self._state_dict = None
             return iterator
 
         # litdata 0.2.76 StreamingDataset._resume (dataset.py:644-705), copied; changes marked L7, L11 (posix_fast

@@ -179,6 +179,10 @@ CLOSED_AT_LAST_BATCH = (
 OPEN_AT_LAST_BATCH = (
     "a weighted mixture's epoch ends when a source runs out, which only the fetch after its last batch finds: the "
     "state saved at that batch has yielded fewer samples than the length, so it restores as that epoch, still open")
+REPLAYS_AFTER_BREAK = (
+    "after load_state_dict, a loop that breaks off the resumed epoch leaves `restore` set, so the next iter() "
+    "replays the loaded state: on purpose (the note at StreamingDataLoader.__iter__, dataloader.py:905-911, and "
+    "commit ed7409db, PR #851: callers that resumed from a checkpoint rely on it)")
 WEIGHTED = ("with weights, 'When `iterate_over_all` is set to True, the weights argument shouldn't be provided', so "
             "the mixture 'stops as soon as one raises a StopIteration' (CombinedStreamingDataset)")
 
@@ -206,6 +210,10 @@ def epoch_end(sc: StreamScenario):
     return "closed", CLOSED_AT_LAST_BATCH
 
 
+def after_break(sc: StreamScenario):
+    return "replays", REPLAYS_AFTER_BREAK
+
+
 def dp_loss(sc: StreamScenario):
     w = _workers(sc) * sc.dp_size
     return w * sc.batch_size - 1, DISTRIBUTED_DROP + "; " + DROP_LAST
@@ -218,7 +226,7 @@ def component() -> StreamComponent:
     return StreamComponent(name="stream:litdata", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
                            mixes=("single", "combined", "parallel"), epoch_loss=epoch_loss, dp_loss=dp_loss,
                            trainers=("lightning", "lightning-steps", "adversarial"), repro_setup=repro_setup,
-                           epoch_end=epoch_end)
+                           epoch_end=epoch_end, after_break=after_break)
 
 
 def target():

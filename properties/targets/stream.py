@@ -19,6 +19,11 @@ their own state, so what they promise differs by configuration; a component says
   restored loader has moved on: its next ``iter()`` is the next epoch, and a trainer, knowing the
   epoch ended, moves on too); the reason quotes where the library says so. The schedules follow it
   (``loader_props.run_schedule``); a loader that restores the other way fails the resume properties.
+* ``after_break(sc)`` -> ``(convention, reason)``: what the next ``iter()`` does after a loop broke off an
+  epoch that a restore had resumed: ``fresh`` (the default: the next epoch) or ``replays`` (the loaded
+  state again, as litdata documents). Where a scenario's epoch 0 breaks off after a restore in it, a
+  ``replays`` loader is judged on that epoch alone (the adversarial properties run epoch 0 only), and
+  the trainer models that break every epoch (Lightning's ``limit_train_batches``) skip naming it.
 
 Knobs it can run (``mixes``, ``max_workers``, ``persistent``, ``batch_sizes``, ``drop_last``,
 ``shuffle``, ``dp``, ``break_early``) bound what the strategy draws; ``trainers`` names the trainer
@@ -37,6 +42,8 @@ from .repro_setup import ReproSetup  # noqa: F401 - re-exported: the adapters im
 
 Promise = tuple[Any, str]
 RESUME_LEVELS = ("exact", "once", "none")
+#: what the next iter() does after a loop broke off a resumed epoch (``StreamComponent.after_break``)
+AFTER_BREAK_CONVENTIONS = ("fresh", "replays")
 
 
 def _exact(sc: Any) -> Promise:
@@ -45,6 +52,10 @@ def _exact(sc: Any) -> Promise:
 
 def _open(sc: Any) -> Promise:
     return "open", ""
+
+
+def _fresh(sc: Any) -> Promise:
+    return "fresh", ""
 
 
 def _lossless(sc: Any) -> Promise:
@@ -71,6 +82,7 @@ class StreamComponent(Component):
     reshuffles: Callable[[Any], Promise] = _reshuffles
     mixture_weights: Callable[[Any], tuple[float, ...]] = _weights
     epoch_end: Callable[[Any], Promise] = _open
+    after_break: Callable[[Any], Promise] = _fresh
     mixes: tuple[str, ...] = ("single",)
     max_workers: int = 3
     persistent: tuple[bool, ...] = (False, True)
@@ -110,6 +122,20 @@ class StreamComponent(Component):
             raise TargetError(f"StreamComponent {self.name!r}: epoch_end {convention!r} needs its reason (where the "
                               "library documents that convention)")
         return convention
+
+    def replays_after_break(self, sc: Any) -> str | None:
+        """The reason, where the loader documents that the next ``iter()`` after a broken-off resumed epoch
+        replays the loaded state and this scenario breaks off epoch 0 after a restore in it; else None."""
+        convention, reason = self.after_break(sc)
+        if convention not in AFTER_BREAK_CONVENTIONS:
+            raise TargetError(f"StreamComponent {self.name!r}: after_break returned {convention!r}; allowed values: "
+                              f"{', '.join(AFTER_BREAK_CONVENTIONS)}")
+        if convention == "fresh" or sc.break_after is None:
+            return None
+        if not reason:
+            raise TargetError(f"StreamComponent {self.name!r}: after_break 'replays' needs its reason (where the "
+                              "library documents that convention)")
+        return reason if any(0 < k <= sc.break_after for k in sc.checkpoints) else None
 
     def unsupported(self, sc: Any) -> str | None:
         def why(knob: str, value: Any, allowed: str) -> str:
