@@ -8,7 +8,8 @@ and the standard library, never this project. It inlines three things as plain c
   the expression of a batch's sample ids, the statement run before each epoch);
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
   (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
-  only the parts the example uses, or the ``torchdata`` trainer model's loop (``trainers._torchdata_run``);
+  only the parts the example uses, or a trainer model's loop: ``torchdata``'s (``trainers._torchdata_run``) or
+  ``lightning-steps``' over a sized loader without ``limit_train_batches`` (``trainers._lightning_run``);
 * the property's judgement: step for step, once per epoch, exactly once with the documented loss, or each
   source of a mixture at its weight (``stream_props.mixture_deviation``).
 
@@ -18,7 +19,7 @@ script to the harness: the batches it prints are the harness's own runs of the s
 
 Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
-under torchdata's, and for VeOmni's loader examples (``LoaderScenario``: ``loader:main``, ``loader:worker``,
+under torchdata's or Lightning's (every-step checkpoints), and for VeOmni's loader examples (``LoaderScenario``: ``loader:main``, ``loader:worker``,
 ``loader:multisource``, each ``LoaderComponent.repro_setup`` in ``targets.veomni_loaders``) of ``loader_resume``
 and ``exactly_once`` under the adversarial schedule: the loop of ``loader_props.run_schedule`` (checkpoints after
 given step counts, at epoch ends, on resume), with the epoch-end restores ``with_boundary_restores`` adds for
@@ -53,9 +54,9 @@ STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "
 LOADER_PROPERTIES = ("loader_resume", "exactly_once")
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
-                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata",),
+                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps"),
                      "loader_resume": ("adversarial",), "exactly_once": ("adversarial",)}
-TRAINERS = ("adversarial", "torchdata")
+TRAINERS = ("adversarial", "torchdata", "lightning-steps")
 
 
 class ReproError(ValueError):
@@ -162,6 +163,36 @@ def _torchdata_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str
               "        step, start, state = checkpoint", "        loader = make()",
               "        loader.load_state_dict(state)",
               "        trained = [t for t in trained if t[0] <= step]  # the steps after the checkpoint are redone"]
+    return "\n".join(lines)
+
+
+def _lightning_steps_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
+    """``trainers._lightning_run`` with ``ModelCheckpoint(every_n_train_steps=1)`` over a sized loader and no
+    ``limit_train_batches``: the fit's one ``iter()`` before its first epoch, then each epoch ``set_epoch`` and (after
+    the first) ``iter()``, and ``len(loader)`` batches (the fetcher stops there without asking for StopIteration);
+    a job killed after a step restarts from that step's checkpoint: a fresh loader loads it before the fit's
+    ``iter()``, and after a checkpoint at an epoch's last batch the next epoch draws from that iterator."""
+    hook = [f"        {epoch_hook}"] if epoch_hook else []
+    lines = _close(sc)
+    lines += ["def run(kills):",
+              '    """Lightning\'s fit loop with ModelCheckpoint(every_n_train_steps=1): a job killed after a global step in',
+              '    kills restarts from that step\'s checkpoint. Returns what was trained: (epoch, ids) per step."""',
+              "    trained, kills, loader, epoch, done = [], list(kills), make(), 0, 0",
+              "    it, first = iter(loader), True  # the fit's one iter() before its first epoch",
+              "    while epoch < EPOCHS:", *hook, "        if not first:", "            it = iter(loader)",
+              "        first = killed = False",
+              "        while done < len(loader) and (batch := next(it, None)) is not None:  # len() batches an epoch",
+              f"            trained.append((epoch, {ids}))", "            done += 1",
+              "            state = pickle.loads(pickle.dumps(loader.state_dict()))  # every step's checkpoint",
+              "            if kills and len(trained) == kills[0]:  # killed right after this step's checkpoint",
+              "                kills.pop(0)",
+              *(["                close(loader)"] if sc.num_workers else []),
+              "                loader = make()", "                loader.load_state_dict(state)",
+              "                it, first, killed = iter(loader), True, True  # the restarted fit's iter()",
+              "                break",
+              "        if killed and done < len(loader):", "            continue  # the restarted job finishes this epoch",
+              "        epoch, done = epoch + 1, 0",
+              "    return trained"]
     return "\n".join(lines)
 
 
@@ -331,8 +362,16 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         level, reason = component.resume_promise(sc)
         if level == "none":
             raise ReproError(f"{path}: {component.name} promises nothing on a resume here ({reason})")
+    if prop == "stream_trainer_resume" and trainer == "lightning-steps":
+        if sc.break_after is not None:
+            raise ReproError(f"{path}: the lightning-steps loop is written without limit_train_batches so far "
+                             f"(this example's is {sc.break_after}); replay it instead: {corpus.replay_command(path)}")
+        if sc.mix == "combined" and sc.weights is not None:
+            raise ReproError(f"{path}: a weighted mixture has no len(), and the lightning-steps loop is written for "
+                             f"sized loaders so far; replay it instead: {corpus.replay_command(path)}")
     if prop == "stream_trainer_resume":
-        loop = _torchdata_loop(sc, code.ids, code.epoch_hook)
+        loop = (_lightning_steps_loop if trainer == "lightning-steps" else _torchdata_loop)(sc, code.ids,
+                                                                                          code.epoch_hook)
         judge = _judge_exact() if level == "exact" else _judge_per_epoch()
         judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
         schedule = f"uninterrupted = run([])\npreempted = run({list(trainer_kills(sc))})\n"
