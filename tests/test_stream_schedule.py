@@ -168,3 +168,24 @@ def test_a_closed_epoch_end_moves_on_and_an_open_one_re_enters_the_restored_epoc
 def test_an_unknown_epoch_end_convention_names_the_allowed_values():
     with pytest.raises(ValueError, match="epoch_end='shut'; allowed values: open, closed"):
         _steps(Recording, StreamScenario(sources=(4,), epochs=2), "shut")
+
+
+def test_after_break_conventions_are_checked_and_a_replay_judges_the_broken_off_epoch_alone():
+    from properties import stream_suite as SS
+    from properties.targets.base import TargetError
+
+    broken = StreamScenario(sources=(4,), epochs=2, checkpoints=(1,), break_after=2)
+
+    def component(convention, reason="the library's note"):
+        return StreamComponent(name="stream:toy", make_loader=lambda s: Recording(s, []), ids_of=tuple,
+                               after_break=lambda sc: (convention, reason))
+
+    assert SS.judged(component("fresh"), broken) == broken
+    assert SS.judged(component("replays"), broken).epochs == 1
+    # no restore in the broken-off epoch (a restore at step 3 is epoch 1's first), or no break: both epochs judged
+    assert SS.judged(component("replays"), replace(broken, checkpoints=(3,))) == replace(broken, checkpoints=(3,))
+    assert SS.judged(component("replays"), replace(broken, break_after=None)).epochs == 2
+    with pytest.raises(TargetError, match="after_break returned 'again'; allowed values: fresh, replays"):
+        SS.judged(component("again"), broken)
+    with pytest.raises(TargetError, match="after_break 'replays' needs its reason"):
+        SS.judged(component("replays", ""), broken)
