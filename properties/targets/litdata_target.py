@@ -25,12 +25,12 @@ import contextlib
 import functools
 import os
 import sys
-import tempfile
 from types import SimpleNamespace
 from typing import Any
 
 from ..loader_targets import DelegatingLoader
 from ..stream_scenarios import StreamScenario
+from .scratch import scratch_root
 from .stream import ReproSetup, StreamComponent
 
 MISSING = "litdata 0.2.76 is not importable (install the extra: bash ci/install.sh --litdata)"
@@ -55,9 +55,8 @@ def available() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
 def _root() -> str:
-    return tempfile.mkdtemp(prefix=f"litdata-src-{os.getpid()}-")
+    return scratch_root("litdata-src")
 
 
 @functools.lru_cache(maxsize=256)

@@ -37,7 +37,6 @@ import logging
 import math
 import os
 import sys
-import tempfile
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,6 +45,7 @@ from ..stream_scenarios import StreamScenario
 from . import overlay as _overlay
 from .base import Target
 from .patched import TORCHTITAN as FIXES
+from .scratch import scratch_root
 from .stream import StreamComponent
 
 VERSION = "0.3.0"
@@ -125,9 +125,8 @@ class IdTokenizer:
         return 1 << 62
 
 
-@functools.lru_cache(maxsize=1)
 def _root() -> str:
-    return tempfile.mkdtemp(prefix=f"torchtitan-src-{os.getpid()}-")
+    return scratch_root("torchtitan-src")
 
 
 @functools.lru_cache(maxsize=64)

@@ -67,7 +67,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from types import SimpleNamespace
@@ -80,6 +79,7 @@ from ..loader_targets import DelegatingLoader, shutdown_workers, trace_of
 from ..scenarios import LoaderScenario
 from . import overlay as _overlay
 from .base import LoaderComponent, Target
+from .scratch import scratch_root
 from .veomni_deviations import Refused, documented_loader
 
 VERSION = "0.1.12"
@@ -125,9 +125,8 @@ def available() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
 def _root() -> str:
-    return tempfile.mkdtemp(prefix=f"veomni-builders-{os.getpid()}-")
+    return scratch_root("veomni-builders")
 
 
 EAGER_OPS = ("attn_implementation", "moe_implementation", "cross_entropy_loss_implementation",
