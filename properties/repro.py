@@ -348,7 +348,7 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         raise ReproError(f"{path}: {component.name} is not used with trainer {trainer!r} (its trainers: "
                          f"{', '.join(component.trainers)})")
     if prop != "stream_trainer_resume":
-        sc = judged(component, sc)   # a documented replay after a broken-off resumed epoch: epoch 0 alone
+        sc = judged(component, sc, prop)   # a documented replay after a broken-off resumed epoch: epoch 0 alone
     code = setup(sc)
     level, at_end = None, ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
     # a mixture that deviates without a checkpoint needs no resumed run to show it

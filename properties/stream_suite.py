@@ -29,11 +29,20 @@ def _supported(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported(reason)
 
 
-def judged(component: StreamComponent, sc: StreamScenario) -> StreamScenario:
-    """The scenario as the adversarial properties judge it: where the loader documents that the next ``iter()``
-    after a broken-off resumed epoch replays the loaded state (``StreamComponent.after_break``) and epoch 0 breaks
-    off after a restore in it, epoch 0 alone (what comes next is that documented replay)."""
-    return replace(sc, epochs=1) if component.replays_after_break(sc) else sc
+#: the properties that add restores at every epoch end themselves (``stream_props.with_boundaries``)
+ADDS_EPOCH_END_RESTORES = ("stream_resume", "stream_mixture")
+
+
+def judged(component: StreamComponent, sc: StreamScenario, prop: str = "") -> StreamScenario:
+    """The scenario as the adversarial property ``prop`` judges it: where the loader documents that the next
+    ``iter()`` after a broken-off resumed epoch replays the loaded state (``StreamComponent.after_break``) and epoch 0
+    breaks off after a restore in it, epoch 0 alone (what comes next is that documented replay). A restore at the
+    break itself counts: the epoch-end restore of ``restore_at_epoch_end``, or of ``prop`` where it adds one."""
+    if sc.break_after is None:
+        return sc
+    at_break = sc.restore_at_epoch_end or prop in ADDS_EPOCH_END_RESTORES
+    restores = replace(sc, checkpoints=tuple(sorted({*sc.checkpoints, *([sc.break_after] if at_break else [])})))
+    return replace(sc, epochs=1) if component.replays_after_break(restores) else sc
 
 
 def _stream(component: Any) -> str | None:
@@ -143,7 +152,7 @@ def _mixture(component: Any) -> str | None:
                  "promises it, and delivers each epoch's samples once where it promises only that")
 def stream_resume(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
-    sc = judged(component, sc)
+    sc = judged(component, sc, "stream_resume")
     level, reason = component.resume_promise(sc)
     if level == "exact":
         S.check_exact_resume(component.make_loader, sc, **_restoring_kw(component, sc))
@@ -161,7 +170,7 @@ def stream_exactly_once(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
     if sc.mix == "parallel":
         raise Unsupported("a parallel mixture cycles its sources: a sample may recur within an epoch by design")
-    sc = judged(component, sc)
+    sc = judged(component, sc, "stream_exactly_once")
     loss, reason = component.epoch_loss(sc)
     t = S.run_stream(component.make_loader, sc, **_restoring_kw(component, sc))
     expected = sc.all_ids() if sc.dp_size == 1 else None
@@ -215,7 +224,7 @@ def stream_dp_shards(component: StreamComponent, sc: StreamScenario) -> None:
                  "uninterrupted and after resumes")
 def stream_mixture(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
-    sc = judged(component, sc)
+    sc = judged(component, sc, "stream_mixture")
     S.check_mixture(component.make_loader, sc, weights=component.mixture_weights(sc), **_restoring_kw(component, sc))
 
 

@@ -124,6 +124,12 @@ def test_a_broken_off_resumed_epoch_is_judged_alone_as_litdata_documents_the_rep
         SS.stream_resume(fresh, BROKEN_OFF_RESUME)
     # a restore after the break (epoch 1's first batch) is no broken-off resumed epoch: both epochs are judged
     assert not L.component().replays_after_break(replace(BROKEN_OFF_RESUME, checkpoints=(2,)))
+    # but stream_resume restores at the break itself (every epoch end): the campaign's 2026-12-05 example, drawn with
+    # restores at batches 0 and 2, a checkpoint on resume and at epoch ends, failed as released until judged so
+    drawn = replace(BROKEN_OFF_RESUME, checkpoints=(0, 2), restore_at_epoch_end=True, checkpoint_on_resume=True)
+    SS.stream_resume(L.component(), drawn)
+    with pytest.raises(Exception, match=r"batch 1 differs.*uninterrupted \(1, \(0,\)\) vs resumed \(1, \(1,\)\)"):
+        SS.stream_resume(fresh, drawn)
 
 
 def test_lightning_with_limit_train_batches_after_a_preemption_is_skipped_naming_the_documented_replay():

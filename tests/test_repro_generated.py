@@ -76,7 +76,7 @@ def harness_runs(entry: dict) -> tuple[list, list] | str:
     sc = decode_stream_scenario(entry["example"])
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
     if entry["property"] != "stream_trainer_resume":
-        sc = SS.judged(component, sc)
+        sc = SS.judged(component, sc, entry["property"])
     kw = dict(ids_of=component.ids_of, codec=component.state_codec)
     if entry["property"] == "stream_trainer_resume":
         name = "lightning-steps" if "under trainer 'lightning-steps'" in entry["message"] else "torchdata"

@@ -185,6 +185,10 @@ def test_after_break_conventions_are_checked_and_a_replay_judges_the_broken_off_
     # no restore in the broken-off epoch (a restore at step 3 is epoch 1's first), or no break: both epochs judged
     assert SS.judged(component("replays"), replace(broken, checkpoints=(3,))) == replace(broken, checkpoints=(3,))
     assert SS.judged(component("replays"), replace(broken, break_after=None)).epochs == 2
+    # a restore at the break itself: stream_resume's own at every epoch end, or the scenario's restore_at_epoch_end
+    assert SS.judged(component("replays"), replace(broken, checkpoints=(3,)), "stream_resume").epochs == 1
+    assert SS.judged(component("replays"), replace(broken, checkpoints=(3,), restore_at_epoch_end=True)).epochs == 1
+    assert SS.judged(component("replays"), replace(broken, checkpoints=(3,)), "stream_exactly_once").epochs == 2
     with pytest.raises(TargetError, match="after_break returned 'again'; allowed values: fresh, replays"):
         SS.judged(component("again"), broken)
     with pytest.raises(TargetError, match="after_break 'replays' needs its reason"):
