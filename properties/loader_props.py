@@ -348,8 +348,6 @@ def run_bounded(make: LoaderFactory, scenario: LoaderScenario, rule: str, *, ste
     fresh loader at ``scenario.checkpoints`` as in ``run_schedule`` (a bound must survive them).
     """
     codec = codec or getattr(make, "state_codec", "json")
-    if epoch_end not in EPOCH_END_CONVENTIONS:
-        raise ValueError(f"epoch_end={epoch_end!r}; allowed values: {', '.join(EPOCH_END_CONVENTIONS)}")
     points = Counter(scenario.checkpoints)
     bound = scenario.max_steps if rule == "max_steps" else None
     max_epochs = (bound + 2) if bound is not None else scenario.epochs   # every epoch yields >= 1 step
