@@ -81,7 +81,7 @@ def check_trainer_resume(component: StreamComponent, sc: StreamScenario, trainer
     sample once per epoch where it promises that, and at most once where it documents losing some."""
     level, reason = component.resume_promise(sc)
     kills = trainer_kills(sc)
-    convention, why = component.after_break(sc)
+    convention, why = component.declared("after_break", sc)
     if convention == "replays" and trainer.startswith("lightning") and sc.break_after is not None and kills:
         # limit_train_batches breaks off every epoch, so every preemption's epoch is a broken-off resumed one
         raise Unsupported(f"{T.under_trainer(trainer)} with limit_train_batches={sc.break_after}, preempted after "

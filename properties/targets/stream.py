@@ -44,6 +44,8 @@ Promise = tuple[Any, str]
 RESUME_LEVELS = ("exact", "once", "none")
 #: what the next iter() does after a loop broke off a resumed epoch (``StreamComponent.after_break``)
 AFTER_BREAK_CONVENTIONS = ("fresh", "replays")
+#: each declared convention's allowed values, the default first (``StreamComponent.declared``)
+CONVENTIONS = {"epoch_end": EPOCH_END_CONVENTIONS, "after_break": AFTER_BREAK_CONVENTIONS}
 
 
 def _exact(sc: Any) -> Promise:
@@ -112,29 +114,28 @@ class StreamComponent(Component):
                 raise TargetError(f"StreamComponent {self.name!r}: {knob} must allow at least one value")
         check_trainers(self)
 
-    def epoch_end_convention(self, sc: Any) -> str:
-        """``epoch_end(sc)``'s convention, checked."""
-        convention, reason = self.epoch_end(sc)
-        if convention not in EPOCH_END_CONVENTIONS:
-            raise TargetError(f"StreamComponent {self.name!r}: epoch_end returned {convention!r}; allowed values: "
-                              f"{', '.join(EPOCH_END_CONVENTIONS)}")
-        if convention != "open" and not reason:
-            raise TargetError(f"StreamComponent {self.name!r}: epoch_end {convention!r} needs its reason (where the "
+    def declared(self, name: str, sc: Any) -> Promise:
+        """A declared convention (``epoch_end`` or ``after_break``) for ``sc``, checked: one of its allowed values,
+        and a reason for any but the default."""
+        allowed = CONVENTIONS[name]
+        convention, reason = getattr(self, name)(sc)
+        if convention not in allowed:
+            raise TargetError(f"StreamComponent {self.name!r}: {name} returned {convention!r}; allowed values: "
+                              f"{', '.join(allowed)}")
+        if convention != allowed[0] and not reason:
+            raise TargetError(f"StreamComponent {self.name!r}: {name} {convention!r} needs its reason (where the "
                               "library documents that convention)")
-        return convention
+        return convention, reason
+
+    def epoch_end_convention(self, sc: Any) -> str:
+        return self.declared("epoch_end", sc)[0]
 
     def replays_after_break(self, sc: Any) -> str | None:
         """The reason, where the loader documents that the next ``iter()`` after a broken-off resumed epoch
         replays the loaded state and this scenario breaks off epoch 0 after a restore in it; else None."""
-        convention, reason = self.after_break(sc)
-        if convention not in AFTER_BREAK_CONVENTIONS:
-            raise TargetError(f"StreamComponent {self.name!r}: after_break returned {convention!r}; allowed values: "
-                              f"{', '.join(AFTER_BREAK_CONVENTIONS)}")
+        convention, reason = self.declared("after_break", sc)
         if convention == "fresh" or sc.break_after is None:
             return None
-        if not reason:
-            raise TargetError(f"StreamComponent {self.name!r}: after_break 'replays' needs its reason (where the "
-                              "library documents that convention)")
         return reason if any(0 < k <= sc.break_after for k in sc.checkpoints) else None
 
     def unsupported(self, sc: Any) -> str | None:
