@@ -30,14 +30,12 @@ FIXED = {"L": "properties.stream_fixes:litdata_fixed", "H": "properties.stream_f
 
 def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
     """stream_trainer_resume on every fix but ``finding``'s: the first failure, and whether the fixed
-    target passes that example. HF's fixes are diffs: its search runs in a process whose copy of the
+    target passes that example. The fixes are diffs: the search runs in a process whose copy of the
     library carries them (properties.targets.patched)."""
-    if prefix == "H":
-        from properties.targets.patched import HF
+    from properties.stream_fixes import FAMILIES
 
-        out = HF.call(HF.without(finding), "ci.rejudge:search_here", prefix, finding, examples, seed)
-    else:
-        out = search_here(prefix, finding, examples, seed)
+    patch_set = FAMILIES[FAMILY[prefix]]
+    out = patch_set.call(patch_set.without(finding), "ci.rejudge:search_here", prefix, finding, examples, seed)
     if out["status"] == "fail" and out["minimal_example"] is not None:
         entry = {"property": "stream_trainer_resume", "component": out["component"],
                  "example": out["minimal_example"], "target": FIXED[prefix]}

@@ -41,7 +41,6 @@ from . import corpus
 from . import loader_props as L
 from . import stream_props as S
 from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
-from .stream_fixes import LITDATA_FIXES
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .stream_suite import judged, trainer_kills
 from .targets import resolve
@@ -258,13 +257,12 @@ def _each_epoch_once(head: list[str], got: str, dp_size: int, judged: list[str],
 
 
 def _fix_of(entry: dict[str, Any]) -> str | None:
-    """The fix the harness proposes for the entry's finding: its diff under docs/patches/ where it is one, else
-    the description of the patch in ``properties.stream_fixes``."""
+    """The fix the harness proposes for the entry's finding: its diff under docs/patches/ (None: none proposed)."""
     finding = entry.get("finding") or ""
     diffs = sorted(PATCHES.glob(f"*/{finding}.diff")) if finding else []
     if diffs:
         return f"docs/patches/{diffs[0].parent.name}/{diffs[0].name}"
-    return LITDATA_FIXES.get(finding)
+    return None
 
 
 def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[str, ...]) -> str:

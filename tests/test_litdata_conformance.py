@@ -5,8 +5,12 @@ Each finding's minimal example is a file of the stream corpus (tests/regressions
 
 * on litdata as released it fails: an expected failure that counts only when the replay ran and
   failed (a skip or an error is a failure of the test; a pass is the strict XPASS: fixed upstream);
-* with every proposed fix (``properties.stream_fixes:litdata_fixed``) it passes;
-* with every fix but its own it still fails: that fix is what makes the difference.
+* with every proposed fix (``properties.stream_fixes:litdata_fixed``: the diffs of docs/patches/litdata-0.2.76/
+  applied to a copy of litdata, in a process of its own) it passes;
+* with every diff but its own it still fails: that fix is what makes the difference.
+
+A check that needs a copy with some of the diffs runs its function there (``LITDATA.call``): the functions
+ending in ``_here`` below are those, run on the released adapter whose litdata is the copy.
 
 The target runs in the ci profile through the CLI (``check --json``) with a small fixed budget, as
 released and with the fixes. Skips with the reason when the litdata extra is absent.
@@ -18,18 +22,22 @@ from dataclasses import replace
 
 import pytest
 
-from properties import corpus, suite
+from properties import corpus
 from properties import stream_suite as SS
 from properties.errors import Unsupported
-from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, first_failure, fixes
+from properties.targets.patched import LITDATA
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, first_failure, fixes
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
 FIXED = "properties.stream_fixes:litdata_fixed"
+#: this module as a patched copy's process imports it (pytest may import it under another name)
+HERE = "tests.test_litdata_conformance"
+
+
 def _pins() -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in fixes().pinned("L").items()] if L.available() else []
 
@@ -73,23 +81,21 @@ def test_finding_fails_on_litdata_as_released(finding, path):
 @pytest.mark.parametrize("finding,path", _pins(), ids=[k for k, _ in _pins()])
 def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     entry = corpus.load(path)
-    prop = suite.get(entry["property"])
-    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
+    fixed = corpus.replay(entry, FIXED)
     assert fixed.status == "pass", fixed.message
-    others = [f for f in fixes().LITDATA_FIXES if f != finding]
-    without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
+    without = fixes().replay_with("litdata", LITDATA.without(finding), entry)
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
-def test_a_fixed_loader_built_without_fixes_behaves_as_released():
-    # The patches are subclasses switched per instance: no fix, no change (same transcript as litdata's own).
-    from properties import stream_props as S
-
-    sc = StreamScenario(sources=(6,), chunk_size=2, checkpoints=(2,))
-    plain, none = L.component(), fixes().litdata_component(())
-    a = S.run_stream(plain.make_loader, sc, ids_of=plain.ids_of)
-    b = S.run_stream(none.make_loader, sc, ids_of=none.ids_of)
-    assert a.steps == b.steps and len(a.steps) == 12
+def weighted_epoch_end_here() -> tuple[str, str | None, str | None]:
+    """L4's pin on the copy's litdata: the convention the adapter declares, and stream_resume's failure as
+    declared and when declared "closed" (None: it passes)."""
+    entry = corpus.load(fixes().pinned("L")["L4"])
+    sc = decode_stream_scenario(entry["example"])
+    fixed = fixes().litdata_component()
+    closed = replace(fixed, epoch_end=lambda sc: ("closed", "misdeclared"))
+    return (fixed.epoch_end(sc)[0], first_failure("stream_resume", fixed, sc),
+            first_failure("stream_resume", closed, sc))
 
 
 def test_a_weighted_mixtures_epoch_end_is_open_and_declaring_it_closed_fails():
@@ -97,14 +103,11 @@ def test_a_weighted_mixtures_epoch_end_is_open_and_declaring_it_closed_fails():
     # at that batch restores as the same epoch (litdata's count is below the length). L4's pin restores there;
     # with every fix it passes as declared ("open") and fails when declared "closed" (the trainer moves on, the
     # restored loader resumes its finished epoch: epoch 1 delivers nothing)
-    entry = corpus.load(fixes().pinned("L")["L4"])
-    sc = decode_stream_scenario(entry["example"])
-    fixed = fixes().litdata_component()
-    assert fixed.epoch_end(sc)[0] == "open" and L.component().epoch_end(replace(sc, weights=None))[0] == "closed"
-    SS.stream_resume(fixed, sc)
-    closed = replace(fixed, epoch_end=lambda sc: ("closed", "misdeclared"))
-    with pytest.raises(Exception, match="14 batches uninterrupted vs 7 resumed"):
-        SS.stream_resume(closed, sc)
+    sc = decode_stream_scenario(corpus.load(fixes().pinned("L")["L4"])["example"])
+    assert L.component().epoch_end(replace(sc, weights=None))[0] == "closed"
+    convention, as_declared, closed = LITDATA.call(None, f"{HERE}:weighted_epoch_end_here")
+    assert convention == "open" and as_declared is None, as_declared
+    assert "16 batches uninterrupted vs 8 resumed" in (closed or ""), closed
 
 
 #: L1's first pin: 4 samples, no workers, epoch 0's loop broken off after batch 1, a restore after batch 1
@@ -148,8 +151,17 @@ def test_an_epoch_end_convention_outside_the_allowed_values_is_refused():
 
 
 def test_unknown_fix_is_named_in_the_error():
-    with pytest.raises(ValueError, match="fixes=\\['L99'\\]: allowed values: L1, "):
+    with pytest.raises(ValueError, match="fixes=\\['L99'\\]: allowed values: L1, L2, L4, .*litdata-0.2.76"):
         fixes().litdata_component(("L99",))
+    with pytest.raises(ValueError, match="family='torchdata'; allowed values: litdata, hf"):
+        fixes().with_fixes("torchdata", ())
+
+
+def test_the_fixed_target_outside_a_patched_process_says_how_to_run_it():
+    t = resolve(FIXED)
+    assert not t.components and "python -m properties" in t.unavailable
+    with pytest.raises(ValueError, match="this process imports the release"):
+        fixes().litdata_component()
 
 
 # The first fixed-target campaign's open failures (O1-O3) were traced: O2 is L9, O3 is L10 (with L7 for a
@@ -185,7 +197,7 @@ def test_unknown_fix_is_named_in_the_error():
 # as if no source had run out); L17's pin is a smaller example that fails L17's own way as released too. O9's example is
 # L17's second pin while the schedule re-entered an epoch restored after its last batch (as released it failed at
 # batch 18, that epoch end). Since the schedule moves on there, as litdata's convention says (epoch_end "closed"), the
-# release passes it: L17's replay goes wrong only once the other fixes are in, so O9 now guards the fix set (below).
+# release passes it, and so does every diff (below).
 MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
           "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json"),
 }
@@ -200,12 +212,10 @@ def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_wi
     finding, file = MERGED[name]
     entry = corpus.load(fixes().STREAM_CORPUS / file)
     assert "finding" not in entry and entry["expect"] == {"litdata": "fail", FIXED: "pass"}
-    prop = suite.get(entry["property"])
     assert corpus.replay(entry).status == "fail"
-    fixed = replay_example(resolve(FIXED), prop, entry["component"], entry["example"])
+    fixed = corpus.replay(entry, FIXED)
     assert fixed.status == "pass", fixed.message
-    others = [f for f in fixes().LITDATA_FIXES if f != finding]
-    without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
+    without = fixes().replay_with("litdata", LITDATA.without(finding), entry)
     assert without.status == "fail", f"{name}'s example passes without {finding}: it is not {finding}'s"
 
 
@@ -220,23 +230,33 @@ FIX_REGRESSIONS = {
 }
 
 
-def test_o9_passes_as_released_and_needs_l17_once_the_other_fixes_are_in():
+def test_o9_passes_as_released_and_with_every_diff():
+    # under the fixed target's subclasses O9 needed L17 once the others were in; with the diffs it passes without
+    # L17's too (2026-12-05): a guard that the fix set keeps passing what litdata passes
     entry = corpus.load(fixes().STREAM_CORPUS / "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")
     assert "finding" not in entry and entry["expect"] == {"litdata": "pass", FIXED: "pass"}
-    prop = suite.get(entry["property"])
     assert corpus.replay(entry).status == "pass"
-    assert replay_example(resolve(FIXED), prop, entry["component"], entry["example"]).status == "pass"
-    others = [f for f in fixes().LITDATA_FIXES if f != "L17"]
-    without = replay_example(fixes().with_fixes("litdata", others), prop, entry["component"], entry["example"])
-    assert without.status == "fail" and "batch 17 differs" in without.message, without.message
+    assert corpus.replay(entry, FIXED).status == "pass"
 
 
 @pytest.mark.parametrize("name", sorted(FIX_REGRESSIONS))
 def test_fixes_keep_passing_what_litdata_passes(name):
     prop, sc = FIX_REGRESSIONS[name]
     assert first_failure(prop, L.component(), sc) is None
-    failure = first_failure(prop, fixes().litdata_component(), sc)
+    failure = failure_in_copy(LITDATA, None, prop, sc)
     assert failure is None, failure
+
+
+def l16_epoch_zero_here() -> tuple[list, str | None]:
+    """L16's example without its checkpoints, on the litdata this process imports: epoch 0's ids and the
+    mixture's deviation from its weights (None: within bounds)."""
+    from properties import stream_props as S
+
+    sc = decode_stream_scenario(corpus.load(fixes().pinned("L")["L16"])["example"])
+    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False)
+    component = L.component()
+    ids = S.run_stream(component.make_loader, plain, ids_of=component.ids_of).epoch_ids(0)
+    return ids, S.mixture_deviation(ids, sc.weights, sc.sources)
 
 
 def test_L16_as_released_every_worker_draws_the_same_sources():
@@ -244,18 +264,10 @@ def test_L16_as_released_every_worker_draws_the_same_sources():
     # uninterrupted run alone shows the deviation itself: each of the 3 workers drew source 0 for its first 9 draws
     # (one generator seed for all), ran out of its 7 or 6 samples of it first and stopped, so epoch 0 is the 20
     # samples of source 0 and none of source 1 (weights 0.5, 0.5). Independent draws per worker (L16) pass.
-    from properties import stream_props as S
-
-    entry = corpus.load(fixes().pinned("L")["L16"])
-    sc = decode_stream_scenario(entry["example"])
-    plain = replace(sc, checkpoints=(), restore_at_epoch_end=False)
-    for component, deviates in ((L.component(), True), (fixes().litdata_component(), False)):
-        t = S.run_stream(component.make_loader, plain, ids_of=component.ids_of)
-        ids = t.epoch_ids(0)
-        bad = S.mixture_deviation(ids, sc.weights, sc.sources)
-        assert (bad is not None) == deviates, (ids, bad)
-        if deviates:
-            assert sorted(ids) == list(range(20)), ids
+    ids, bad = l16_epoch_zero_here()
+    assert bad is not None and sorted(ids) == list(range(20)), (ids, bad)
+    ids, bad = LITDATA.call(None, f"{HERE}:l16_epoch_zero_here")
+    assert bad is None, (ids, bad)
 
 
 def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(capsys, tmp_path, monkeypatch):
@@ -267,9 +279,10 @@ def test_ci_check_of_litdata_as_released_gives_every_stream_property_a_status(ca
     assert code == (1 if any(r["status"] == "fail" for r in rows.values()) else 0)
 
 
-def test_ci_check_of_litdata_with_the_fixes_passes_every_stream_property(capsys, tmp_path, monkeypatch):
+def test_ci_check_of_litdata_with_the_fixes_passes_every_stream_property(capfd, tmp_path, monkeypatch):
+    # the command re-runs itself in a process with the patched copy: its output is that process's (capfd)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    code, doc = ci_check(capsys, FIXED, 2)
+    code, doc = ci_check(capfd, FIXED, 2)
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES) and all(r["examples"] >= 1 for r in rows.values())
     assert all(r["status"] == "pass" for r in rows.values()), [r for r in rows.values() if r["status"] != "pass"]

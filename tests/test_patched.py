@@ -75,6 +75,42 @@ def test_an_unknown_fix_names_the_allowed_values(toy):
     assert toy.without("T1") == ()
 
 
+#: written on top of T1: its context is T1's line
+ON_TOP = """\
+T3: greet the whole world.
+
+Applies after: T1.
+
+--- a/toypkg/core.py
++++ b/toypkg/core.py
+@@ -1,2 +1,2 @@
+ def hello():
+-    return "hello world"
++    return "hello whole world"
+"""
+
+
+def test_a_diff_written_on_top_of_another_is_left_out_with_it_and_never_chosen_alone(toy, tmp_path):
+    (tmp_path / "patches" / "toy-1.0" / "T3.diff").write_text(ON_TOP)
+    assert toy.fixes()["T3"].after == ("T1",) and toy.fixes()["T1"].after == ()
+    assert toy.without("T1") == () and toy.without("T3") == ("T1",)
+    assert (toy.build() / "toypkg" / "core.py").read_text().endswith('"hello whole world"\n')
+    with pytest.raises(ValueError, match=r"fixes=\['T3'\]: T3 applies after T1, not chosen"):
+        toy.build(["T3"])
+
+
+def test_litdata_diffs_apply_together_and_without_each_one(tmp_path, monkeypatch):
+    # L11 is written on top of L8's and L10's (it shares L10's per-worker count): leaving either out leaves it out
+    if not P.LITDATA.installed():
+        pytest.skip("litdata is not installed (bash ci/install.sh --litdata)")
+    monkeypatch.setenv(P.CACHE_ENV, str(tmp_path))
+    fixes = P.LITDATA.fixes()
+    assert fixes["L11"].after == ("L8", "L10") and all(not f.after for k, f in fixes.items() if k != "L11")
+    assert "L11" not in P.LITDATA.without("L10") and "L11" not in P.LITDATA.without("L8")
+    for fix in fixes:
+        assert (P.LITDATA.build(P.LITDATA.without(fix)) / P.MARKER).exists()
+
+
 def test_a_diff_that_does_not_apply_is_an_error_naming_it(toy, tmp_path):
     (tmp_path / "patches" / "toy-1.0" / "T2.diff").write_text(BROKEN)
     with pytest.raises(P.PatchError, match=r"T2\.diff does not apply to the installed toypkg \(after T1\)"):

@@ -40,7 +40,6 @@ def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
     if not _available(entry):
         pytest.skip("the library's extra is not installed (bash ci/install.sh --litdata --hf)")
     finding, family = entry["finding"], FAMILY[entry["finding"][0]]
-    all_fixes = fixes().ALL_LITDATA if family == "litdata" else fixes().ALL_HF
     released = corpus.replay_until(entry, "fail", 3)
     fixed_target = [t for t in entry["expect"] if t != entry["target"]][0]
     fixed = corpus.replay(entry, fixed_target)
@@ -49,7 +48,7 @@ def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
         assert released.status == "fail", released
         pytest.xfail(f"{finding} under {', '.join(entry['trainers'])} (no fix patched): {released.message}")
     assert fixed.status == "pass", f"{name}: fails with every proposed fix: {fixed.message}"
-    other = fixes().replay_with(family, [f for f in all_fixes if f != finding], entry)
+    other = fixes().replay_with(family, fixes().FAMILIES[family].without(finding), entry)
     assert other.status == "fail", f"{name}: passes without {finding}'s fix: it is not what the trainer needs"
     if entry["class"] == "latent":
         assert released.status == "pass", f"{name}: a latent requirement fails on the release: {released.message}"

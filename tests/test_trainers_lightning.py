@@ -121,27 +121,25 @@ def test_real_lightning_on_real_litdata_loses_the_epoch_after_a_mid_epoch_resume
     # L1 on the real path: Lightning 2.6.5's Trainer.fit with ModelCheckpoint(every_n_train_steps=1), litdata
     # 0.2.76's StreamingDataLoader (4 samples, no workers), killed after global step 1: Lightning abandons
     # every epoch's iterator after len() batches, so the resumed loader's `restore` flag is never cleared and
-    # epoch 1 trains nothing; with the proposed fixes (properties.stream_fixes:litdata_fixed) it trains 4
+    # epoch 1 trains nothing; with the proposed diffs (properties.stream_fixes:litdata_fixed) it trains 4
     from properties.targets import litdata_target as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
     from test_verdicts_streams import L1_UNDER_LIGHTNING as sc
 
-    from properties.stream_fixes import litdata_component
+    from properties.targets.patched import LITDATA
+    from tests.litdata_lightning_here import fit_here
 
-    ids = lambda b: (tuple(LT.ids_of(b)),)  # noqa: E731
-
-    def run(component, preempt):
-        return fit_adapter(component.make_loader, sc, preempt_after=preempt, ids_of=ids, every_n_train_steps=1)
-
-    released, fixed = LT.component(), litdata_component()
-    assert [e for e, _ in run(released, ())] == [0] * 4 + [1] * 4
-    assert [e for e, _ in run(released, (1,))] == [0] * 4
-    assert run(fixed, (1,)) == run(fixed, ())
-    model = trainers.get("lightning-steps").run(released.make_loader, sc, preempt_after=(1,), ids_of=ids,
-                                                codec=released.state_codec)
-    assert model.steps == run(released, (1,))
+    released = LT.component()
+    assert [e for e, _ in fit_here(sc.to_json(), [], 1)] == [0] * 4 + [1] * 4
+    resumed = fit_here(sc.to_json(), [1], 1)
+    assert [e for e, _ in resumed] == [0] * 4
+    fixed = [LITDATA.call(None, "tests.litdata_lightning_here:fit_here", sc.to_json(), p, 1) for p in ([1], [])]
+    assert fixed[0] == fixed[1] and [e for e, _ in fixed[0]] == [0] * 4 + [1] * 4
+    model = trainers.get("lightning-steps").run(released.make_loader, sc, preempt_after=(1,),
+                                                ids_of=lambda b: (tuple(LT.ids_of(b)),), codec=released.state_codec)
+    assert [[e, [list(mb) for mb in ids]] for e, ids in model.steps] == resumed
 
 
 def test_a_checkpoint_after_an_epochs_last_batch_moves_on_under_lightning():
@@ -154,19 +152,15 @@ def test_a_checkpoint_after_an_epochs_last_batch_moves_on_under_lightning():
 
     if not LT.available():
         pytest.skip(LT.MISSING)
-    from properties.stream_fixes import litdata_component
     from properties.stream_scenarios import StreamScenario
+    from properties.targets.patched import LITDATA
+    from tests.litdata_lightning_here import fit_here
 
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=0, batch_size=1, epochs=2, checkpoints=(4,))
-    ids = lambda b: (tuple(LT.ids_of(b)),)  # noqa: E731
-
-    def epochs(component):
-        run = fit_adapter(component.make_loader, sc, preempt_after=(4,), ids_of=ids, every_n_train_steps=1)
-        return [e for e, _ in run]
-
     assert LT.component().epoch_end(sc)[0] == "closed"
-    assert epochs(LT.component()) == [0] * 4 + [1] * 4
-    assert epochs(litdata_component()) == [0] * 4 + [1] * 4
+    assert [e for e, _ in fit_here(sc.to_json(), [4], 1)] == [0] * 4 + [1] * 4
+    fixed = LITDATA.call(None, "tests.litdata_lightning_here:fit_here", sc.to_json(), [4], 1)
+    assert [e for e, _ in fixed] == [0] * 4 + [1] * 4
 
 
 def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
@@ -189,10 +183,10 @@ def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     real = fit_adapter(LT.make_loader, sc, ids_of=lambda b: (tuple(LT.ids_of(b)),))
     trained = {s for _, ids in real for mb in ids for s in mb}
     assert len(real) == 4 and sorted(set(sc.all_ids()) - trained) == [2]
-    # with L18's fix len() counts each worker's batches, and the same real Trainer.fit trains every sample
-    from properties.stream_fixes import litdata_component
+    # with L18's diff alone len() counts each worker's batches, and the same real Trainer.fit trains every sample
+    from properties.targets.patched import LITDATA
 
-    fixed = fit_adapter(litdata_component(["L18"]).make_loader, sc, ids_of=lambda b: (tuple(LT.ids_of(b)),))
+    fixed = LITDATA.call(["L18"], "tests.litdata_lightning_here:fit_here", sc.to_json(), [])
     assert len(fixed) == 5 and {s for _, ids in fixed for mb in ids for s in mb} == set(sc.all_ids())
 
 

@@ -53,13 +53,19 @@ def test_l1_is_a_bug_under_lightning_with_step_checkpoints():
     SS.check_trainer_resume(LT.component(), L1_UNDER_LIGHTNING, "lightning")
 
 
-def test_l1s_fix_is_what_lightning_needs():
-    from properties.stream_fixes import ALL_LITDATA, with_fixes
+def l1_under_lightning_here() -> tuple[str, str | None, list[str], str]:
+    """stream_trainer_resume on L1's Lightning example, on the litdata this process imports, classified."""
+    target = resolve("litdata")
+    result = replay_example(target, suite.get("stream_trainer_resume"), "stream:litdata",
+                            encode_stream_scenario(L1_UNDER_LIGHTNING))
+    got = verdicts.classify(target, result)
+    return got.status, got.verdict, list(got.trainers), got.message
 
-    prop = suite.get("stream_trainer_resume")
-    encoded = encode_stream_scenario(L1_UNDER_LIGHTNING)
-    fixed = replay_example(resolve("properties.stream_fixes:litdata_fixed"), prop, "stream:litdata", encoded)
-    assert fixed.status == "pass", fixed.message
-    without = with_fixes("litdata", [f for f in ALL_LITDATA if f != "L1"])
-    got = verdicts.classify(without, replay_example(without, prop, "stream:litdata", encoded))
-    assert (got.status, got.verdict, got.trainers) == ("fail", "bug", ("lightning-steps",))
+
+def test_l1s_fix_is_what_lightning_needs():
+    from properties.targets.patched import LITDATA
+
+    here = "tests.test_verdicts_streams:l1_under_lightning_here"
+    fixed = LITDATA.call(None, here)
+    assert fixed[0] == "pass", fixed
+    assert LITDATA.call(LITDATA.without("L1"), here)[:3] == ["fail", "bug", ["lightning-steps"]]

@@ -1,31 +1,46 @@
-"""What the litdata and Hugging Face fix sets share: checking a requested subset, and the target
-that runs a library with every fix."""
+"""What the litdata and Hugging Face fix sets share: each fix is a diff under docs/patches/ applied to a copy
+of the installed package that a process of its own imports (``properties.targets.patched``). In that process
+the released adapter runs the patched code, so the component and the ``:fixed`` target are the adapter's own;
+elsewhere they say how to get such a process."""
 
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Callable, Iterable
+from typing import Iterable
 
 from ..targets.base import Target
+from ..targets.patched import PatchSet
 from ..targets.stream import StreamComponent
 
 
-def check_fixes(fixes: Iterable[str], known: dict[str, str]) -> tuple[str, ...]:
-    fixes = tuple(fixes)
-    bad = [f for f in fixes if f not in known]
-    if bad:
-        raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'}")
-    return fixes
+def summaries(patch_set: PatchSet) -> dict[str, str]:
+    """Fix id -> what it fixes (each diff's first paragraph), in the order the diffs apply."""
+    return {fix.id: fix.summary for fix in patch_set.fixes().values()}
 
 
-def fixed_target(factory: str, adapter: ModuleType, library: str, released: Callable[[], str],
-                 fixes: dict[str, str], component: Callable[[], StreamComponent]) -> Target:
-    """``properties.stream_fixes:FACTORY``: the library (``adapter``'s) with every fix in ``fixes``;
-    unavailable, with the adapter's reason, where the extra is not installed. ``released()`` names
-    the library as installed (called only when it is)."""
-    name = f"properties.stream_fixes:{factory}"
+def component_in_copy(patch_set: PatchSet, adapter: ModuleType, fixes: Iterable[str] | None) -> StreamComponent:
+    """The released adapter's component, in a process whose copy carries exactly ``fixes`` (None: all;
+    ``patch_set.call`` or ``patch_set.env_for_subprocess`` start one); elsewhere a ValueError says so."""
+    fixes = patch_set.check(fixes)
+    applied = patch_set.applied()
+    if applied != fixes:
+        raise ValueError(f"fixes={list(fixes)}: this process imports "
+                         f"{'the release' if applied is None else list(applied)}; {patch_set.unavailable()}")
+    return adapter.component()
+
+
+def fixed_target(patch_set: PatchSet, adapter: ModuleType, described: str) -> Target:
+    """``patch_set.target``: the library with every diff applied, in a process whose copy carries them all;
+    unavailable, with the reason, where the extra is absent or this process imports another copy."""
+    name, library = patch_set.target, patch_set.library
     if not adapter.available():
         return Target(name=name, description=f"{library} with fixes", unavailable=adapter.MISSING)
-    return Target(name=name, components=(component(),),
-                  description=f"{released()} with the report's proposed fixes {', '.join(fixes)} patched in "
-                              "(properties.stream_fixes)")
+    every = patch_set.check(None)
+    applied = patch_set.applied()
+    if applied != every:
+        reason = patch_set.unavailable() if applied is None else f"this process's copy carries {list(applied)}, " \
+                                                                 "not every fix"
+        return Target(name=name, description=f"{library} with fixes", unavailable=reason)
+    return Target(name=name, components=(adapter.component(),),
+                  description=f"{described} with the diffs {', '.join(every)} of docs/patches/ applied "
+                              "(properties.targets.patched)")

@@ -13,36 +13,16 @@ from ..targets import hf_iterable
 from ..targets.base import Target
 from ..targets.patched import HF
 from ..targets.stream import StreamComponent
-
-
-def _fixes() -> dict[str, str]:
-    return {fix.id: fix.summary for fix in HF.fixes().values()}
-
+from .fixset import component_in_copy, fixed_target, summaries
 
 #: fix id -> what it fixes (each diff's first line)
-HF_FIXES: dict[str, str] = _fixes()
+HF_FIXES: dict[str, str] = summaries(HF)
 ALL_HF = tuple(HF_FIXES)
 
 
 def hf_component(fixes: Iterable[str] = ALL_HF) -> StreamComponent:
-    """The released adapter's component, in a process whose datasets and torchdata carry exactly ``fixes``
-    (``HF.call`` or ``HF.env_for_subprocess`` start one); elsewhere a ValueError says so."""
-    fixes = HF.check(fixes)
-    applied = HF.applied()
-    if applied != fixes:
-        raise ValueError(f"fixes={list(fixes)}: this process imports {'the release' if applied is None else list(applied)}"
-                         f"; {HF.unavailable()}")
-    return hf_iterable.component()
+    return component_in_copy(HF, hf_iterable, fixes)
 
 
 def hf_fixed() -> Target:
-    name = HF.target
-    if not hf_iterable.available():
-        return Target(name=name, description="Hugging Face datasets with fixes", unavailable=hf_iterable.MISSING)
-    applied = HF.applied()
-    if applied != ALL_HF:
-        reason = HF.unavailable() if applied is None else f"this process's copy carries {list(applied)}, not every fix"
-        return Target(name=name, description="Hugging Face datasets with fixes", unavailable=reason)
-    return Target(name=name, components=(hf_iterable.component(),),
-                  description=f"Hugging Face datasets {hf_iterable.version()} and torchdata with the diffs "
-                              f"{', '.join(ALL_HF)} of docs/patches/ applied (properties.targets.patched)")
+    return fixed_target(HF, hf_iterable, f"Hugging Face datasets {hf_iterable.version()} and torchdata")

@@ -89,17 +89,17 @@ def dataset_drop_last(sc: StreamScenario) -> bool:
 
 
 class LitdataLoader(DelegatingLoader):
-    """``classes``: where the loader and the mixtures come from (default: litdata as released; the
-    fixed target, ``properties.stream_fixes``, passes its patched subclasses)."""
+    """litdata's loader over the scenario's data, from whichever litdata this process imports (the release, or
+    a copy with the proposed diffs: ``properties.targets.patched.LITDATA``)."""
 
-    def __init__(self, sc: StreamScenario, classes: SimpleNamespace | None = None):
+    def __init__(self, sc: StreamScenario):
         self.sc = sc
         # written before the DP environment is set: BinaryWriter.merge waits for every rank's index
         dirs = [source_dir(k, n, sc.chunk_size) for k, n in enumerate(sc.sources)]
         self._env = {"WORLD_SIZE": str(sc.dp_size), "GLOBAL_RANK": str(sc.dp_rank)}
         self._saved = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)
-        v = classes or lib()
+        v = lib()
         drop_last = dataset_drop_last(sc)
         datasets = [v.StreamingDataset(d, shuffle=sc.shuffle, seed=sc.seed, drop_last=drop_last) for d in dirs]
         if sc.mix == "single":

@@ -1,7 +1,9 @@
 """A ``:fixed`` target runs the library as its maintainers would after merging the proposed fixes.
 
 Each fix is a unified diff against the released source, ``docs/patches/<package>-<version>/<ID>.diff``
-(its leading paragraph says what it fixes; ``patch`` skips it). ``PatchSet.build(fixes)`` copies the
+(its leading paragraph says what it fixes; ``patch`` skips it). A diff written on top of others says so in a
+line of its head, ``Applies after: L8, L10.``: its leave-one-out copy for one of those (``without``) leaves it
+out too, as a maintainer who declines the first would not take it. ``PatchSet.build(fixes)`` copies the
 installed packages the diffs touch into a directory of their own (cached under the system's temporary
 directory, keyed by the diffs' and the packages' content), applies the chosen diffs with ``patch -p1``,
 and ``env_for_subprocess`` puts that directory first on ``PYTHONPATH``: a package is imported once per
@@ -54,6 +56,7 @@ class Fix:
     diff: Path
     package: str                   # the top-level package the diff patches (its first ``--- a/PKG/...`` line)
     summary: str                   # the diff's first paragraph, its id left out
+    after: tuple[str, ...] = ()    # the fixes it is written on top of (its head's ``Applies after:`` line)
 
 
 def read_fix(diff: Path) -> Fix:
@@ -63,8 +66,10 @@ def read_fix(diff: Path) -> Fix:
         raise PatchError(f"{diff}: not a unified diff against a/<package>/... (no '--- a/' line)")
     head, package = text[:start.start()], start.group(1)
     first = " ".join(head.strip().split("\n\n")[0].split())
+    after = re.search(r"^Applies after: ([\w, ]+)\.?\s*$", head, re.M)
     return Fix(id=diff.stem, diff=diff, package=package,
-               summary=first[len(diff.stem):].lstrip(" :") if first.startswith(diff.stem) else first)
+               summary=first[len(diff.stem):].lstrip(" :") if first.startswith(diff.stem) else first,
+               after=tuple(f.strip() for f in after.group(1).split(",")) if after else ())
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,25 @@ class PatchSet:
         if bad:
             raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'} (the diffs under "
                              f"{', '.join(str(self.root / f) for f in self.folders)})")
+        missing = {f: [a for a in known[f].after if a not in fixes] for f in fixes}
+        missing = {f: m for f, m in missing.items() if m}
+        if missing:
+            raise ValueError(f"fixes={list(fixes)!r}: " + "; ".join(f"{f} applies after {', '.join(m)}, not chosen"
+                                                                   for f, m in missing.items()))
         return tuple(f for f in known if f in fixes)   # in the order the diffs apply
 
     def without(self, fix: str) -> tuple[str, ...]:
-        """Every fix but ``fix``: the leave-one-out pins' copy."""
-        return tuple(f for f in self.check(None) if f != fix)
+        """Every fix but ``fix`` and those written on top of it (``Applies after:``, followed through): the
+        leave-one-out pins' copy."""
+        known = self.fixes()
+        if fix not in known:
+            self.check([fix])   # the error naming the allowed values
+        dropped = {fix}
+        while True:
+            more = {f for f, d in known.items() if f not in dropped and dropped.intersection(d.after)}
+            if not more:
+                return tuple(f for f in known if f not in dropped)
+            dropped |= more
 
     def build(self, fixes: Iterable[str] | None = None) -> Path:
         """The directory holding the installed packages with ``fixes`` (default: all) applied."""
@@ -220,6 +239,9 @@ def _version(package: str, first: Sequence[str] = ()) -> str:
 HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
               library="Hugging Face datasets 5.2.0 and torchdata 0.11.0",
               folders=("datasets-5.2.0", "torchdata-0.11.0"))
+#: litdata 0.2.76 with L1, L2, L4-L11 and L13-L18 (docs/litdata-0.2.76-conformance.md)
+LITDATA = PatchSet(target="properties.stream_fixes:litdata_fixed", released="litdata", library="litdata 0.2.76",
+                   folders=("litdata-0.2.76",))
 #: torchtitan 0.3.0 with T1, T4 and T5 (docs/torchtitan-0.3.0-conformance.md), copied from its overlay
 TORCHTITAN = PatchSet(target="properties.targets.torchtitan_target:fixed", released="torchtitan",
                       library="torchtitan 0.3.0", folders=("torchtitan-0.3.0",), overlay=TORCHTITAN_OVERLAY)
@@ -231,7 +253,7 @@ VEOMNI = PatchSet(target="properties.veomni_conformance:fixed", released="proper
 VEOMNI_BUILDERS = PatchSet(target="properties.veomni_conformance:builders_fixed", released="veomni-builders",
                            library=VEOMNI.library, folders=VEOMNI.folders, overlay=VEOMNI_OVERLAY)
 #: every patch set, by the target name that runs it
-PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, TORCHTITAN, VEOMNI, VEOMNI_BUILDERS)}
+PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, LITDATA, TORCHTITAN, VEOMNI, VEOMNI_BUILDERS)}
 
 
 def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
@@ -244,4 +266,4 @@ def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
     return patch_set.rerun("properties", list(sys.argv[1:] if argv is None else argv))
 
 
-__all__ = ["ENV", "HF", "PATCH_SETS", "TORCHTITAN", "VEOMNI", "VEOMNI_BUILDERS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
+__all__ = ["ENV", "HF", "LITDATA", "PATCH_SETS", "TORCHTITAN", "VEOMNI", "VEOMNI_BUILDERS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
