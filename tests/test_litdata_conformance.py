@@ -198,8 +198,13 @@ def test_the_fixed_target_outside_a_patched_process_says_how_to_run_it():
 # L17's second pin while the schedule re-entered an epoch restored after its last batch (as released it failed at
 # batch 18, that epoch end). Since the schedule moves on there, as litdata's convention says (epoch_end "closed"), the
 # release passes it, and so does every diff (below).
+# The first campaign on the diffs (seed 9, 2026-12-05) found L1 under Lightning on a ParallelStreamingDataset without
+# a length (2 sources of 4, 1 worker, a preemption after step 1): L1's diff closed only a single dataset's or an
+# unweighted combined mixture's delivered epoch, so epoch 1 replayed the loaded state from sample 1 (with every other
+# diff; as released it trains nothing in epoch 1). L1's diff now closes such a parallel mixture's too: a second pin.
 MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
           "L10-part-boundary": ("L10", "stream_resume-stream_litdata-litdata-d24df505ec.json"),
+          "L1-parallel": ("L1", "stream_trainer_resume-stream_litdata-litdata-8e034fbf53.json"),
 }
 # O4, O8, O8-drop-last and L13's second example (a cycling hand-over) broke off epoch 0 after a restore in it: what
 # they showed came in the next epoch, which litdata documents replays the loaded state (after_break "replays"). Judged

@@ -163,6 +163,29 @@ def test_a_checkpoint_after_an_epochs_last_batch_moves_on_under_lightning():
     assert [e for e, _ in fixed] == [0] * 4 + [1] * 4
 
 
+def test_real_lightning_on_a_weighted_litdata_mixture_loses_the_epoch_after_a_step_checkpoint_at_its_end_l19():
+    # L19 on the real path: a weighted CombinedStreamingDataset (4 and 4, no workers) has no len(), so Lightning's
+    # fetcher runs its iterator to the end before the epoch's last step; ModelCheckpoint(every_n_train_steps=1) saves
+    # that finished state at step 8, and litdata resumes any weighted state: after a preemption there, epoch 1 trains
+    # nothing. With L19's diff alone it trains all 8; ModelCheckpoint's default (epoch ends) never loads it
+    from properties.targets import litdata_target as LT
+
+    if not LT.available():
+        pytest.skip(LT.MISSING)
+    from properties.stream_scenarios import StreamScenario
+    from properties.targets.patched import LITDATA
+    from tests.litdata_lightning_here import fit_here
+
+    sc = StreamScenario(sources=(4, 4), mix="combined", weights=(0.5, 0.5), chunk_size=1, num_workers=0, epochs=2,
+                        checkpoints=(8,)).to_json()
+    plain = fit_here(sc, [], 1)
+    assert [e for e, _ in plain] == [0] * 8 + [1] * 8
+    assert fit_here(sc, [8], 1) == plain[:8]
+    assert fit_here(sc, [8], 0) == fit_here(sc, [], 0)
+    fixed = LITDATA.call(["L19"], "tests.litdata_lightning_here:fit_here", sc, [8], 1)
+    assert [e for e, _ in fixed] == [0] * 8 + [1] * 8
+
+
 def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     # an unweighted CombinedStreamingDataset of 4 and 7 samples, 2 workers, batches of 3: the loader yields 5
     # batches but len() says 4 (ceil(11 / 3)), each worker's share of each source ending on its own partial
