@@ -48,3 +48,81 @@ def test_datasets_own_iterable_dataset_tests_pass_with_our_diffs(tmp_path):
     # the file ran (hundreds of its tests passed on the release), and the patched run ran the same tests
     assert report["released"].get("passed", 0) > 500
     assert report["patched"].get("passed", 0) >= report["released"]["passed"] - len(report["encode_the_bug_a_diff_fixes"])
+
+
+def test_a_test_that_hangs_is_reported_timed_out_on_its_side():
+    released = {"hang": "timed out", "ok": "passed", "slow": "passed"}
+    patched = {"hang": "passed", "ok": "passed", "slow": "timed out"}
+    report = LT.compare(released, patched)
+    assert report["broken_by_the_patches"] == ["slow"]
+    assert report["failing_on_the_release_passing_patched"] == ["hang"]
+    assert report["timed_out"] == {"released": ["hang"], "patched": ["slow"]}
+    assert "timed_out" not in LT.compare({"ok": "passed"}, {"ok": "passed"})
+
+
+FAKE_TESTS = '''
+import signal
+import time
+
+import pytest
+
+
+def test_passes():
+    pass
+
+
+def test_fails():
+    assert False
+
+
+@pytest.mark.skip(reason="skipped")
+def test_skipped():
+    pass
+
+
+@pytest.mark.timeout(1)
+def test_sleeps():          # the alarm ends it
+    time.sleep(60)
+
+
+@pytest.mark.timeout(1)
+def test_ignores_the_alarm():   # SIGALRM blocked: the watchdog ends the run, the tests after it run in a new one
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+    time.sleep(60)
+
+
+def test_runs_after_the_hang():
+    pass
+
+
+def test_default_limit():   # no mark: the run's limit
+    time.sleep(60)
+
+
+class TestInAClass:
+    def test_method(self):
+        pass
+'''
+
+
+def test_run_tests_gives_each_test_its_outcome_and_a_hung_one_timed_out(tmp_path):
+    tests = tmp_path / "run" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "test_fake.py").write_text(FAKE_TESTS)
+    outcomes = LT.run_tests(tests, ("tests/test_fake.py",), "json", None, tmp_path / "out.jsonl", None,
+                            timeout=2, grace=1)
+    assert outcomes == {"tests.test_fake::test_passes": "passed", "tests.test_fake::test_fails": "failed",
+                        "tests.test_fake::test_skipped": "skipped", "tests.test_fake::test_sleeps": "timed out",
+                        "tests.test_fake::test_ignores_the_alarm": "timed out",
+                        "tests.test_fake::test_runs_after_the_hang": "passed",
+                        "tests.test_fake::test_default_limit": "timed out",
+                        "tests.test_fake.TestInAClass::test_method": "passed"}
+    # -k selects as before; without a limit and without marks nothing times out
+    assert LT.run_tests(tests, ("tests/test_fake.py",), "json", None, tmp_path / "out.jsonl", "passes or method") \
+        == {"tests.test_fake::test_passes": "passed", "tests.test_fake.TestInAClass::test_method": "passed"}
+
+
+def test_litdata_runs_its_parallel_tests_by_default_under_a_time_limit():
+    assert "tests/streaming/test_parallel.py" in LT.LIBRARIES["litdata"]
+    assert LT.TEST_TIMEOUT_S["litdata"] > 0
+    assert "datasets" not in LT.TEST_TIMEOUT_S and "veomni" not in LT.TEST_TIMEOUT_S
