@@ -18,7 +18,9 @@ released and with the fixes. Skips with the reason when the litdata extra is abs
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +38,16 @@ pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 FIXED = "properties.stream_fixes:litdata_fixed"
 #: this module as a patched copy's process imports it (pytest may import it under another name)
 HERE = "tests.test_litdata_conformance"
+
+
+@functools.cache
+def _with_every_fix() -> dict[str, object]:
+    """Every pin's and merged example's replay with every diff, in one patched process (each its own would start
+    torch and litdata again: 2 s a replay), once per test process: corpus file name -> Result. Each example is tried
+    up to 3 times for a failure (2+ workers: scheduling), so a pass is no lucky run."""
+    paths = [Path(p) for _, p in _pins()] + [fixes().STREAM_CORPUS / file for _, file in MERGED.values()]
+    results = corpus.replay_many_until_with_fixes([corpus.load(p) for p in paths], LITDATA, None, "fail", 3)
+    return {p.name: r for p, r in zip(paths, results)}
 
 
 def _pins() -> list[tuple[str, str]]:
@@ -81,7 +93,7 @@ def test_finding_fails_on_litdata_as_released(finding, path):
 @pytest.mark.parametrize("finding,path", _pins(), ids=[k for k, _ in _pins()])
 def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     entry = corpus.load(path)
-    fixed = corpus.replay(entry, FIXED)
+    fixed = _with_every_fix()[Path(path).name]
     assert fixed.status == "pass", fixed.message
     without = fixes().replay_with("litdata", LITDATA.without(finding), entry)
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
@@ -223,7 +235,7 @@ def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_wi
     assert "finding" not in entry and entry["expect"] == {"litdata": "fail", FIXED: "pass"}
     # with 2+ workers which worker delivers first is scheduling: each claim is tried up to 3 times
     assert corpus.replay_until(entry, "fail", 3).status == "fail"
-    fixed = corpus.replay_until_with_fixes(entry, LITDATA, None, "fail", 3)
+    fixed = _with_every_fix()[file]
     assert fixed.status == "pass", fixed.message
     without = corpus.replay_until_with_fixes(entry, LITDATA, LITDATA.without(finding), "fail", 3)
     assert without.status == "fail", f"{name}'s example passes without {finding}: it is not {finding}'s"
