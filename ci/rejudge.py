@@ -22,19 +22,20 @@ import sys
 from properties import corpus, suite, verdicts
 from properties.runner import RunSettings, replay_example, run_property
 from properties.targets import resolve
+from properties.targets.patched import HF, LITDATA
 
-DEFAULT_TARGET = {"L": "litdata", "H": "hf-iterable"}
+#: a report's finding prefix -> its patch set (which names the released target and the fixed one)
+PATCH_SETS = {"L": LITDATA, "H": HF}
+DEFAULT_TARGET = {prefix: s.released for prefix, s in PATCH_SETS.items()}
+FIXED = {prefix: s.target for prefix, s in PATCH_SETS.items()}
 FAMILY = {"L": "litdata", "H": "hf"}
-FIXED = {"L": "properties.stream_fixes:litdata_fixed", "H": "properties.stream_fixes:hf_fixed"}
 
 
 def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
     """stream_trainer_resume on every fix but ``finding``'s: the first failure, and whether the fixed
     target passes that example. The fixes are diffs: the search runs in a process whose copy of the
     library carries them (properties.targets.patched)."""
-    from properties.stream_fixes import FAMILIES
-
-    patch_set = FAMILIES[FAMILY[prefix]]
+    patch_set = PATCH_SETS[prefix]
     out = patch_set.call(patch_set.without(finding), "ci.rejudge:search_here", prefix, finding, examples, seed)
     if out["status"] == "fail" and out["minimal_example"] is not None:
         entry = {"property": "stream_trainer_resume", "component": out["component"],
@@ -47,8 +48,7 @@ def search_here(prefix: str, finding: str, examples: int, seed: int) -> dict:
     """``search``'s search, in this process."""
     from properties import stream_fixes
 
-    fixes = [f for f in (stream_fixes.ALL_LITDATA if prefix == "L" else stream_fixes.ALL_HF) if f != finding]
-    target = stream_fixes.with_fixes(FAMILY[prefix], fixes)
+    target = stream_fixes.with_fixes(FAMILY[prefix], PATCH_SETS[prefix].without(finding))
     prop = suite.get("stream_trainer_resume")
     component = target.components[0]
     rs = RunSettings(profile="ci", seed=seed, max_examples=examples, database=None)

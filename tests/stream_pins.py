@@ -37,6 +37,16 @@ def failure_in_copy(patch_set, fixes, prop: str, sc: StreamScenario) -> str | No
     return patch_set.call(fixes, "tests.stream_pins:failure_here", prop, patch_set.released, sc.to_json())
 
 
+def replays_with_every_fix(patch_set, named: list[tuple[str, dict]], tries: int) -> dict[str, object]:
+    """Each named corpus entry replayed with every diff of ``patch_set``, all in one patched process (a process
+    each would start torch and the library again, 2 s a replay), each tried up to ``tries`` times for a failure:
+    name -> Result."""
+    from properties import corpus
+
+    results = corpus.replay_many_until_with_fixes([e for _, e in named], patch_set, None, "fail", tries)
+    return {name: r for (name, _), r in zip(named, results)}
+
+
 def fixes():
     """``properties.stream_fixes``, imported when a test runs: it needs the extras, and a test file
     whose extra is absent must still collect (and skip with the reason)."""

@@ -31,7 +31,7 @@ from properties.stream_scenarios import StreamScenario, decode_stream_scenario
 from properties.targets import litdata_target as L
 from properties.targets import resolve
 from properties.targets.patched import LITDATA
-from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, first_failure, fixes
+from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, first_failure, fixes, replays_with_every_fix
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
@@ -42,12 +42,10 @@ HERE = "tests.test_litdata_conformance"
 
 @functools.cache
 def _with_every_fix() -> dict[str, object]:
-    """Every pin's and merged example's replay with every diff, in one patched process (each its own would start
-    torch and litdata again: 2 s a replay), once per test process: corpus file name -> Result. Each example is tried
-    up to 3 times for a failure (2+ workers: scheduling), so a pass is no lucky run."""
+    """Every pin's and merged example's replay with every diff, once per test process: corpus file name -> Result.
+    Each is tried up to 3 times for a failure (2+ workers: scheduling), so a pass is no lucky run."""
     paths = [Path(p) for _, p in _pins()] + [fixes().STREAM_CORPUS / file for _, file in MERGED.values()]
-    results = corpus.replay_many_until_with_fixes([corpus.load(p) for p in paths], LITDATA, None, "fail", 3)
-    return {p.name: r for p, r in zip(paths, results)}
+    return replays_with_every_fix(LITDATA, [(p.name, corpus.load(p)) for p in paths], 3)
 
 
 def _pins() -> list[tuple[str, str]]:

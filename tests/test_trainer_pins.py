@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from properties import corpus
-from tests.stream_pins import fixes
+from tests.stream_pins import fixes, replays_with_every_fix
 
 PINS = Path(__file__).parent / "regressions" / "streams" / "trainers"
 FAMILY = {"L": "litdata", "H": "hf"}
@@ -27,11 +27,9 @@ FAMILY = {"L": "litdata", "H": "hf"}
 
 @functools.cache
 def _with_every_fix(family: str) -> dict[str, object]:
-    """The family's pins replayed with every diff, in one patched process per test process (a process each would
-    start torch and the library again): pin file name -> Result."""
-    entries = [(name, e) for name, e in _entries() if FAMILY[e["finding"][0]] == family]
-    results = corpus.replay_many_until_with_fixes([e for _, e in entries], fixes().FAMILIES[family], None, "fail", 1)
-    return {name: r for (name, _), r in zip(entries, results)}
+    """The family's pins replayed with every diff, once per test process: pin file name -> Result."""
+    named = [(name, e) for name, e in _entries() if FAMILY[e["finding"][0]] == family]
+    return replays_with_every_fix(fixes().FAMILIES[family], named, 1)
 
 
 def _entries():

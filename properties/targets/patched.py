@@ -239,7 +239,7 @@ def _version(package: str, first: Sequence[str] = ()) -> str:
 HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
               library="Hugging Face datasets 5.2.0 and torchdata 0.11.0",
               folders=("datasets-5.2.0", "torchdata-0.11.0"))
-#: litdata 0.2.76 with L1, L2, L4-L11 and L13-L18 (docs/litdata-0.2.76-conformance.md)
+#: litdata 0.2.76 with L1, L2, L4-L11 and L13-L19 (docs/litdata-0.2.76-conformance.md)
 LITDATA = PatchSet(target="properties.stream_fixes:litdata_fixed", released="litdata", library="litdata 0.2.76",
                    folders=("litdata-0.2.76",))
 #: torchtitan 0.3.0 with T1, T4 and T5 (docs/torchtitan-0.3.0-conformance.md), copied from its overlay
