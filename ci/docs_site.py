@@ -3,7 +3,7 @@
 * The site's home page is the README (the marker ``<!-- readme -->`` in docs/index.md), its links to
   ``docs/...`` made relative to the site: one text for both.
 * The CLI reference is the CLIs' own ``--help``, generated at build time wherever a page holds the
-  marker ``<!-- cli-reference -->``: every ``python -m`` entry point in dynbsz, simulator, properties
+  marker ``<!-- cli-reference -->``: every ``python -m`` entry point in dynbsz, simulator, properties, studies
   and ci, found by walking the packages, so a new CLI or flag is documented without anyone writing it.
 * After the build, every public name of the modules the API reference documents must have its own
   entry (an anchor mkdocstrings wrote) in the built pages, and every CLI flag must appear on the CLI
@@ -28,7 +28,7 @@ CLI_MARK = "<!-- cli-reference -->"
 README_MARK = "<!-- readme -->"
 CLI_PAGE = "reference/cli.md"
 API_PAGES = ("reference/dynbsz.md", "reference/properties.md")
-PACKAGES = ("dynbsz", "simulator", "properties")
+PACKAGES = ("dynbsz", "simulator", "properties", "studies")
 # argparse wraps help to $COLUMNS: a fixed width keeps the generated page the same on every machine.
 HELP_COLUMNS = "100"
 

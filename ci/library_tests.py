@@ -4,7 +4,7 @@
 ``python -m ci.library_tests litdata|veomni --repo GIT_DIR --ref TAG [--tests PATH ...] [--json OUT]``
 
 The tests are run twice with pytest from a scratch folder: against the installed release, and against a
-pristine copy of the installed package with every diff under ``docs/patches/<package>-<version>/`` applied by
+pristine copy of the installed package with the study's diffs (``studies/<library>/patches/``) applied by
 ``patch -p1``, first on the import path (a library with its own dependency overlay, VeOmni's, has the overlay
 next on the path, as its targets run).
 
@@ -111,23 +111,34 @@ def tests_folder(sdist: Path, member: str, into: Path) -> Path:
     return tests
 
 
+#: the study whose diffs a library's tests run with, and which of them: those against the packages named (None: every
+#: diff of the study; VeOmni's V4 is to torchdata's sampler, which VeOmni's loaders run)
+STUDY = {"datasets": ("hf_datasets", ("datasets",)), "litdata": ("litdata", None), "veomni": ("veomni", None)}
+
+
 def patch_set(package: str, version: str):
-    """Every diff of docs/patches/<package>-<version>/ as a ``targets.patched.PatchSet``; a library whose targets
-    run with a dependency overlay (VeOmni's declared datasets) carries it, so its tests run with it too."""
+    """The study's patch set (``studies/<library>/patches/``) and the ids of the diffs its tests run with; a library
+    whose targets run with a dependency overlay (VeOmni's declared datasets) carries it, so its tests run with it
+    too."""
+    import dataclasses
+
     from properties.targets.overlay import VEOMNI
-    from properties.targets.patched import PatchSet
+    from properties.targets.studies import studies
 
+    study, packages = STUDY[package]
+    found = next(m for m in studies().values() if m.__name__ == f"studies.{study}").PATCH_SETS[0]
     overlay = VEOMNI if package == "veomni" and VEOMNI.installed() else None
-    return PatchSet(target=f"library-tests:{package}", released="", library=f"{package} {version}",
-                    folders=(f"{package}-{version}",), overlay=overlay)
+    chosen = [f.id for f in found.fixes().values() if packages is None or f.package in packages]
+    return dataclasses.replace(found, target=f"library-tests:{package}", released="",
+                               library=f"{package} {version}", overlay=overlay), chosen
 
 
-def patched_copy(patches) -> tuple[Path, list[str]]:
-    """The installed package with every diff of the patch set applied, and the diffs' ids."""
+def patched_copy(patches, fixes: list[str]) -> tuple[Path, list[str]]:
+    """The installed package with ``fixes`` of the patch set applied, and their ids."""
     from properties.targets.patched import PatchError
 
     try:
-        return patches.build(), list(patches.fixes())
+        return patches.build(fixes), list(patches.check(fixes))
     except PatchError as e:
         raise SystemExit(str(e)) from None
 
@@ -252,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             source = f"{', '.join(files)} from the repository at {args.ref}"
         if importlib.util.find_spec(package) is None:
             raise SystemExit(f"{package} is not installed (bash ci/install.sh --{package})")
-        patches = patch_set(package, version)
-        patched, diffs = patched_copy(patches)
+        patches, chosen = patch_set(package, version)
+        patched, diffs = patched_copy(patches, chosen)
         timeout = args.timeout if args.timeout is not None else TEST_TIMEOUT_S.get(package)
         released = run_tests(tests, files, package, os.pathsep.join(patches.import_path(None)) or None,
                              work / "released.jsonl", args.k, timeout=timeout or None)

@@ -1,5 +1,5 @@
-"""Re-judge a report's pinned findings under the trainer models: every pinned example (the stream corpus
-files whose ``finding`` starts with a prefix: L for litdata, H for Hugging Face) replayed on the library as
+"""Re-judge a report's pinned findings under the trainer models: every pinned example (a stream study's pins,
+``studies/<library>/pins/``, by the findings' prefix: L for litdata, H for Hugging Face) replayed on the library as
 released and classified (properties.verdicts.classify): bug (a real trainer model sees it), contract gap
 (the adversarial schedule alone), with the trainers it reproduces under.
 
@@ -22,13 +22,14 @@ import sys
 from properties import corpus, suite, verdicts
 from properties.runner import RunSettings, replay_example, run_property
 from properties.targets import resolve
-from properties.targets.patched import HF, LITDATA
+from studies.hf_datasets import fixes as hf_fixed
+from studies.litdata import fixes as litdata_fixed
 
-#: a report's finding prefix -> its patch set (which names the released target and the fixed one)
-PATCH_SETS = {"L": LITDATA, "H": HF}
+#: a report's finding prefix -> its study's fixes (whose patch set names the released target and the fixed one)
+STUDY = {"L": litdata_fixed, "H": hf_fixed}
+PATCH_SETS = {prefix: s.PATCH_SET for prefix, s in STUDY.items()}
 DEFAULT_TARGET = {prefix: s.released for prefix, s in PATCH_SETS.items()}
 FIXED = {prefix: s.target for prefix, s in PATCH_SETS.items()}
-FAMILY = {"L": "litdata", "H": "hf"}
 
 
 def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
@@ -46,9 +47,7 @@ def search(prefix: str, finding: str, examples: int, seed: int) -> dict:
 
 def search_here(prefix: str, finding: str, examples: int, seed: int) -> dict:
     """``search``'s search, in this process."""
-    from properties import stream_fixes
-
-    target = stream_fixes.with_fixes(FAMILY[prefix], PATCH_SETS[prefix].without(finding))
+    target = STUDY[prefix].with_fixes(PATCH_SETS[prefix].without(finding))
     prop = suite.get("stream_trainer_resume")
     component = target.components[0]
     rs = RunSettings(profile="ci", seed=seed, max_examples=examples, database=None)
@@ -59,12 +58,10 @@ def search_here(prefix: str, finding: str, examples: int, seed: int) -> dict:
 
 def rejudge(prefix: str, target: str | None = None, *, search_examples: int = 0, seed: int = 1,
             findings: list[str] | None = None) -> list[dict]:
-    from properties.stream_fixes import pinned
-
     target = target or DEFAULT_TARGET[prefix]
     resolved = resolve(target)
     rows = []
-    for finding, path in pinned(prefix).items():
+    for finding, path in STUDY[prefix].pinned().items():
         if findings and finding not in findings:
             continue
         entry = corpus.load(path)

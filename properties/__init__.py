@@ -26,9 +26,11 @@ Modules, one concern each, each importing only modules listed before it:
   ranks and bounded runs, check the transcript), loader_machine (the loader state machine: a
   ``RuleBasedStateMachine`` whose runs are ``LoaderProgram``s), skew_props (in_order skew against
   the simulator), loader_targets (loader factories: dynbsz, a plain torchdata loader);
-* mutants/ (broken variants: gates, packers, loaders), targets/ (what to test;
-  targets/veomni_loaders.py drives VeOmni's loader classes);
+* mutants/ (broken variants: gates, packers, loaders), targets/ (what to test: dynbsz, a plain torchdata
+  loader, a user's MODULE:FACTORY, and the studied libraries' targets, found through entry points in
+  targets/studies.py; patched.py runs a study's diffs);
 * packer_suite and loader_suite (the properties), suite (all of them, in report order);
 * runner (one property on one component), corpus (regression files), mutation, fuzz, report,
-  cli, pytest_plugin; veomni_conformance/ (the VeOmni 0.1.12 report's instruments).
+  cli, pytest_plugin. Each studied library (VeOmni, litdata, HF datasets, torchtitan) is a folder of
+  its own under studies/, outside this package.
 """

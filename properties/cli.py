@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rerun = rerun_in_overlay(args, argv)   # torchtitan, veomni-builders: their declared datasets (an overlay)
     if rerun is None:
         try:
-            rerun = rerun_patched(args, argv)   # a :fixed target: the library with the diffs of docs/patches/ applied
+            rerun = rerun_patched(args, argv)   # a :fixed target: the library with a study's diffs applied
         except PatchError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 2

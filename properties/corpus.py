@@ -22,7 +22,8 @@ from dynbsz.paths import cache_dir
 from . import suite
 from .runner import Result, hypothesis_version, replay_example
 from .targets import TargetError, resolve
-from .targets.patched import PATCH_SETS, PatchSet
+from .targets.patched import PatchSet
+from .targets.studies import patch_set_of
 from .trainers import only as only_trainers
 
 FORMAT = "properties.regression/1"
@@ -149,7 +150,7 @@ def replay(entry: dict[str, Any], target: str | None = None, **kw: Any) -> Resul
     bound). A ``:fixed`` target whose library is a patched copy (``targets.patched``) replays in a process
     that imports the copy. Raises TargetError for a bad target."""
     name = target or entry["target"]
-    patch_set = PATCH_SETS.get(name)
+    patch_set = patch_set_of(name)
     if patch_set is not None and patch_set.applied() is None and patch_set.installed():
         return replay_with_fixes(entry, patch_set, None, **kw)
     prop = suite.get(entry["property"])

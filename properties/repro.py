@@ -25,7 +25,7 @@ and ``exactly_once`` under the adversarial schedule: the loop of ``loader_props.
 given step counts, at epoch ends, on resume), with the epoch-end restores ``with_boundary_restores`` adds for
 loader_resume computed by the harness's own run when the script is written and inlined as literals, judged step for
 step (loader_resume, where the loader promises order) or each epoch's samples once (exactly_once). Anything else is
-refused with what is supported (the hand-written scripts under ``docs/repros/`` cover the rest of what is committed).
+refused with what is supported (the hand-written scripts under ``studies/*/repros/`` cover the rest of what is committed).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .stream_suite import judged, trainer_kills
 from .targets import resolve
-from .targets.patched import PATCHES
+from .targets.patched import ROOT
+from .targets.studies import fix_diff
 from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
 
@@ -257,12 +258,10 @@ def _each_epoch_once(head: list[str], got: str, dp_size: int, judged: list[str],
 
 
 def _fix_of(entry: dict[str, Any]) -> str | None:
-    """The fix the harness proposes for the entry's finding: its diff under docs/patches/ (None: none proposed)."""
-    finding = entry.get("finding") or ""
-    diffs = sorted(PATCHES.glob(f"*/{finding}.diff")) if finding else []
-    if diffs:
-        return f"docs/patches/{diffs[0].parent.name}/{diffs[0].name}"
-    return None
+    """The fix the harness proposes for the entry's finding: its diff in a study's patches/, as a path from the
+    checkout (None: none proposed)."""
+    diff = fix_diff(entry["finding"]) if entry.get("finding") else None
+    return None if diff is None else diff.relative_to(ROOT).as_posix()
 
 
 def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[str, ...]) -> str:
@@ -402,14 +401,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
 # ---- loader examples (map-style pipelines: VeOmni's loader:main, loader:worker, loader:multisource) ----
 
 def _finding_of(entry: dict[str, Any], path: str) -> str | None:
-    """The entry's finding: its own field, else the VeOmni finding whose pin the file is
-    (``veomni_conformance``: PINNED, UNFIXED, DEVIATION_PINS)."""
-    if entry.get("finding"):
-        return entry["finding"]
-    from .veomni_conformance import DEVIATION_PINS, PINNED, UNFIXED
-
-    pins = {**PINNED, **{k: v[1] for k, v in UNFIXED.items()}, **{k: v[1] for k, v in DEVIATION_PINS.items()}}
-    return next((k for k, name in pins.items() if name == Path(path).name), None)
+    """The entry's finding: its ``finding`` field (every study's pin has one; None for a failure not yet judged)."""
+    return entry.get("finding") or None
 
 
 def _loader_plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from properties.lightning_real import fit_adapter
 from properties.stream_scenarios import StreamScenario
-from properties.targets import litdata_target as LT
+from studies.litdata import adapter as LT
 
 
 def _ids(batch) -> tuple:

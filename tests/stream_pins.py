@@ -47,12 +47,15 @@ def replays_with_every_fix(patch_set, named: list[tuple[str, dict]], tries: int)
     return {name: r for (name, _), r in zip(named, results)}
 
 
-def fixes():
-    """``properties.stream_fixes``, imported when a test runs: it needs the extras, and a test file
-    whose extra is absent must still collect (and skip with the reason)."""
-    from properties import stream_fixes
+#: a stream family's study (its pins, fixes and patch set: ``studies.<library>.fixed``)
+FAMILIES = {"litdata": "studies.litdata.fixes", "hf": "studies.hf_datasets.fixes"}
 
-    return stream_fixes
+
+def fixes(family: str):
+    """The family's ``studies.<library>.fixed`` module."""
+    import importlib
+
+    return importlib.import_module(FAMILIES[family])
 
 
 def ci_check(capsys, target: str, examples: int) -> tuple[int, dict]:

@@ -1,4 +1,4 @@
-"""Every finding's proposed fix is checked against its maintainers' stated intent (docs/findings/intent-*.md),
+"""Every finding's proposed fix is checked against its maintainers' stated intent (studies/*/intent.md),
 and every report says where its fixes depart from it.
 
 The finding ids are read from the reports themselves (their ``### V1.`` sections and the ``**V16 (new...``
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parent.parent / "studies"
 VERDICTS = {"consistent", "departs", "no stated intent found"}
 HEADER = "| finding | proposed fix | maintainers' stated intent (source) | verdict | what the report should change |"
 
 #: intent page -> the reports whose findings it judges, and the id prefixes those reports use for findings
 PAGES = {
-    "intent-veomni.md": (("veomni-0.1.12-conformance.md", "veomni-0.1.12-builders.md"), "VB"),
-    "intent-litdata.md": (("litdata-0.2.76-conformance.md",), "L"),
-    "intent-hf-torchtitan.md": (("hf-datasets-5.2.0-conformance.md", "torchtitan-0.3.0-conformance.md"), "HT"),
+    "veomni/intent.md": (("veomni/report.md", "veomni/report-builders.md"), "VB"),
+    "litdata/intent.md": (("litdata/report.md",), "L"),
+    "hf_datasets/intent.md": (("hf_datasets/report.md", "torchtitan/report.md"), "HT"),
 }
 
 
@@ -60,7 +60,7 @@ def test_the_parsers_read_what_they_should():
 def test_every_finding_has_one_intent_row_with_a_verdict(page):
     reports, prefixes = PAGES[page]
     findings = set().union(*(report_findings((DOCS / r).read_text(), prefixes) for r in reports))
-    rows = intent_rows((DOCS / "findings" / page).read_text())
+    rows = intent_rows((DOCS / page).read_text())
     assert findings and set(rows) == findings, (sorted(findings - set(rows)), sorted(set(rows) - findings))
     for finding, cells in rows.items():
         assert len(cells) == 5 and all(cells), f"{page} {finding}: an empty cell"
@@ -71,11 +71,12 @@ def test_every_finding_has_one_intent_row_with_a_verdict(page):
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_each_report_says_where_its_fixes_depart_and_links_the_evidence(page):
     reports, _ = PAGES[page]
-    departs = {f for f, cells in intent_rows((DOCS / "findings" / page).read_text()).items() if cells[3] == "departs"}
+    departs = {f for f, cells in intent_rows((DOCS / page).read_text()).items() if cells[3] == "departs"}
     said = set()
     for r in reports:
         text = (DOCS / r).read_text()
-        assert f"(findings/{page})" in text, f"{r} does not link {page}"
+        link = Path(page).relative_to(Path(r).parent) if Path(r).parent == Path(page).parent else Path("..") / page
+        assert f"({link.as_posix()})" in text, f"{r} does not link {page}"
         said |= departures_said(text)
     assert said == departs, f"the reports say {sorted(said)} depart; {page} says {sorted(departs)}"
 
@@ -84,10 +85,10 @@ GLANCE = "| ID | class | what a training run sees | trainers | severity | reprod
 CLASSES = {"bug", "contract gap", "latent", "deviation"}
 #: report -> the reports whose findings its "At a glance" table lists (VeOmni's lists its builders' B1, B2 too)
 GLANCE_REPORTS = {
-    "veomni-0.1.12-conformance.md": (("veomni-0.1.12-conformance.md", "veomni-0.1.12-builders.md"), "VB"),
-    "litdata-0.2.76-conformance.md": (("litdata-0.2.76-conformance.md",), "L"),
-    "hf-datasets-5.2.0-conformance.md": (("hf-datasets-5.2.0-conformance.md",), "H"),
-    "torchtitan-0.3.0-conformance.md": (("torchtitan-0.3.0-conformance.md",), "T"),
+    "veomni/report.md": (("veomni/report.md", "veomni/report-builders.md"), "VB"),
+    "litdata/report.md": (("litdata/report.md",), "L"),
+    "hf_datasets/report.md": (("hf_datasets/report.md",), "H"),
+    "torchtitan/report.md": (("torchtitan/report.md",), "T"),
 }
 
 
@@ -159,7 +160,7 @@ def test_each_glance_link_stays_on_the_documentation_site(report):
         for target in re.findall(r"\]\(([^)]+)\)", "|".join(cells)):
             if target.startswith(("http://", "https://", "#")):
                 continue
-            assert not target.startswith("../") and (DOCS / target).exists(), f"{report} {finding}: {target}"
+            assert not target.startswith("../") and ((DOCS / report).parent / target).exists(), f"{report} {finding}: {target}"
 
 
 def finding_sections(text: str) -> dict[str, int]:
@@ -181,8 +182,8 @@ def test_finding_sections_are_measured_as_the_heading_says():
     assert finding_sections(text) == {"V1": 2, "V2": 1}
 
 
-@pytest.mark.parametrize("report", ["veomni-0.1.12-conformance.md", "litdata-0.2.76-conformance.md",
-                                    "hf-datasets-5.2.0-conformance.md", "torchtitan-0.3.0-conformance.md"])
+@pytest.mark.parametrize("report", ["veomni/report.md", "litdata/report.md",
+                                    "hf_datasets/report.md", "torchtitan/report.md"])
 def test_every_finding_section_reads_in_at_most_30_lines(report):
     # histories, superseded fixes and secondary examples go to the report's appendix (issue 25, part 4)
     sizes = finding_sections((DOCS / report).read_text())

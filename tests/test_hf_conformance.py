@@ -1,10 +1,10 @@
 """Hugging Face datasets' IterableDataset under torchdata's StatefulDataLoader: conformance pins
-(docs/hf-datasets-5.2.0-conformance.md).
+(studies/hf_datasets/report.md).
 
 As for litdata (tests/test_litdata_conformance.py): each finding's minimal example is a file of the
-stream corpus (tests/regressions/streams/, its ``finding`` field names it); it fails as released
+study's pins (studies/hf_datasets/pins/, its ``finding`` field names it); it fails as released
 (counted only when the replay ran and failed), passes with every proposed fix
-(``properties.stream_fixes:hf_fixed``: the diffs of docs/patches/ applied to a copy of datasets and torchdata,
+(``studies.hf_datasets:fixed``: the diffs of studies/hf_datasets/patches/ applied to a copy of datasets and torchdata,
 in a process of its own) and fails with every diff but its own (H4's and H9's are to torchdata's
 StatefulDataLoader, the others to datasets). A check that needs a copy with some of the diffs runs its
 function there (``HF.call``): the functions ending in ``_here`` below are those, run on the released adapter
@@ -22,14 +22,14 @@ from properties import stream_suite as SS
 from properties.errors import Unsupported
 from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
-from properties.targets import hf_iterable as H
 from properties.targets import resolve
-from properties.targets.patched import HF
+from studies.hf_datasets import adapter as H
+from studies.hf_datasets.fixes import HF
 from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, fixes
 
 pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
 
-FIXED = "properties.stream_fixes:hf_fixed"
+FIXED = "studies.hf_datasets:fixed"
 #: this module as a patched copy's process imports it (pytest may import it under another name)
 HERE = "tests.test_hf_conformance"
 #: findings without a fix patch (pinned as failing as released only)
@@ -40,7 +40,7 @@ RACES = ("H8",)
 
 
 def _pins() -> list[tuple[str, str]]:
-    return [(k, str(v)) for k, v in fixes().pinned("H").items()] if H.available() else []
+    return [(k, str(v)) for k, v in fixes("hf").pinned().items()] if H.available() else []
 
 
 def _deterministic() -> list[tuple[str, str]]:
@@ -48,7 +48,7 @@ def _deterministic() -> list[tuple[str, str]]:
 
 
 def _patched() -> list[tuple[str, str]]:
-    return [(k, v) for k, v in _deterministic() if k in fixes().HF_FIXES] if H.available() else []
+    return [(k, v) for k, v in _deterministic() if k in fixes("hf").FIXES] if H.available() else []
 
 
 def replays_of_epoch_zero_here(seeds) -> int:
@@ -70,7 +70,7 @@ def expect_hf_bug(name: str, result) -> None:
     if result.status == "pass":
         pytest.fail(f"[XPASS(strict)] {name} passes on datasets {H.version()} as released: fixed upstream?")
     assert result.status == "fail", result
-    pytest.xfail(f"a datasets {H.version()} / torchdata bug (docs/hf-datasets-5.2.0-conformance.md): {name}: "
+    pytest.xfail(f"a datasets {H.version()} / torchdata bug (studies/hf_datasets/report.md): {name}: "
                  f"{result.message}")
 
 
@@ -91,7 +91,7 @@ def test_shuffle_buffer_resume_is_not_promised():
 def test_every_finding_but_h2_is_pinned_by_a_corpus_entry():
     # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed
     pins = dict(_pins())
-    assert sorted(pins) == sorted([f for f in fixes().HF_FIXES if f != "H2"] + list(UNPATCHED))
+    assert sorted(pins) == sorted([f for f in fixes("hf").FIXES if f != "H2"] + list(UNPATCHED))
     for finding, path in pins.items():
         entry = corpus.load(path)
         expected = {"hf-iterable": "fail"} if finding in UNPATCHED else {"hf-iterable": "fail", FIXED: "pass"}
@@ -111,7 +111,7 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     assert prop.name == entry["property"]
     fixed = corpus.replay(entry, FIXED)
     assert fixed.status == "pass", fixed.message
-    without = fixes().replay_with("hf", HF.without(finding), entry)
+    without = fixes("hf").replay_with(HF.without(finding), entry)
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
@@ -231,7 +231,7 @@ def test_h9_a_checkpoint_of_a_resume_at_a_broken_off_epochs_end_sets_the_next_ep
     uninterrupted, resumed = epoch_one_after_a_checkpoint_of_a_resume_here()
     if resumed == uninterrupted:
         pytest.fail("[XPASS(strict)] H9: epoch 1 after a checkpoint of a resume is right on torchdata as released")
-    pytest.xfail(f"a torchdata bug (docs/hf-datasets-5.2.0-conformance.md): H9: epoch 1 uninterrupted {uninterrupted}, "
+    pytest.xfail(f"a torchdata bug (studies/hf_datasets/report.md): H9: epoch 1 uninterrupted {uninterrupted}, "
                  f"after a checkpoint of a resume at the broken-off epoch 0's end {resumed}")
 
 
@@ -286,17 +286,16 @@ def alternating_runs_here(shards: int) -> int:
 
 
 def test_h6_alternative_per_copy_generators_fixes_the_weighted_pin_but_not_an_alternating_mixture(tmp_path):
-    # docs/patches/alternatives/H6-per-copy-generators.diff in H6.diff's place: it keeps shuffle()'s multi-shard
+    # studies/hf_datasets/patches/alternatives/H6-per-copy-generators.diff in H6.diff's place: it keeps shuffle()'s multi-shard
     # buffer (the maintainers' #8194) and shifts each per-shard copy's generators; an alternating mixture has none
     import shutil
 
-    from properties.targets.patched import PATCHES, PatchSet
+    from properties.targets.patched import PatchSet
 
-    for folder in HF.folders:
-        shutil.copytree(PATCHES / folder, tmp_path / folder)
-    shutil.copy(PATCHES / "alternatives" / "H6-per-copy-generators.diff", tmp_path / "datasets-5.2.0" / "H6.diff")
-    alternative = PatchSet(target="h6-alternative", released=HF.released, library=HF.library, folders=HF.folders,
-                           root=tmp_path)
+    for diff in HF.root.glob("*.diff"):
+        shutil.copy(diff, tmp_path / diff.name)
+    shutil.copy(HF.root / "alternatives" / "H6-per-copy-generators.diff", tmp_path / "H6.diff")
+    alternative = PatchSet(target="h6-alternative", released=HF.released, library=HF.library, root=tmp_path)
     entry = corpus.load(dict(_pins())["H6"])
     assert corpus.replay_with_fixes(entry, alternative, None).status == "pass"
     assert alternating_runs_here(8) == 8, "as released: one source's 8 samples, then the epoch stops"

@@ -14,16 +14,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("dynbsz", "simulator", "properties")
-#: Which package may import which: dynbsz at the bottom, the simulator above it, the suite on top.
+PACKAGES = ("dynbsz", "simulator", "properties", "studies")
+#: Which package may import which: dynbsz at the bottom, the simulator above it, the suite above both, and the
+#: studied libraries on top (the suite finds them through entry points, never by import).
 MAY_IMPORT = {"dynbsz": {"dynbsz"}, "simulator": {"dynbsz", "simulator"},
-              "properties": {"dynbsz", "simulator", "properties"}}
+              "properties": {"dynbsz", "simulator", "properties"},
+              "studies": {"dynbsz", "simulator", "properties", "studies"}}
 
 
 def modules() -> dict[str, Path]:
     found = {}
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
+            if any(not (d / "__init__.py").exists() for d in path.parents if ROOT / pkg in (d, *d.parents)):
+                continue   # a script beside the package (a study's repros/ and data/), not one of its modules
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             found[name] = path

@@ -1,11 +1,11 @@
-"""litdata 0.2.76 conformance pins (docs/litdata-0.2.76-conformance.md).
+"""litdata 0.2.76 conformance pins (studies/litdata/report.md).
 
-Each finding's minimal example is a file of the stream corpus (tests/regressions/streams/, its
+Each finding's minimal example is a file of the study's pins (studies/litdata/pins/, its
 ``finding`` field names it), replayed three ways:
 
 * on litdata as released it fails: an expected failure that counts only when the replay ran and
   failed (a skip or an error is a failure of the test; a pass is the strict XPASS: fixed upstream);
-* with every proposed fix (``properties.stream_fixes:litdata_fixed``: the diffs of docs/patches/litdata-0.2.76/
+* with every proposed fix (``studies.litdata:fixed``: the diffs of studies/litdata/patches/
   applied to a copy of litdata, in a process of its own) it passes;
 * with every diff but its own it still fails: that fix is what makes the difference.
 
@@ -28,14 +28,14 @@ from properties import corpus
 from properties import stream_suite as SS
 from properties.errors import Unsupported
 from properties.stream_scenarios import StreamScenario, decode_stream_scenario
-from properties.targets import litdata_target as L
 from properties.targets import resolve
-from properties.targets.patched import LITDATA
+from studies.litdata import adapter as L
+from studies.litdata.fixes import LITDATA
 from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, first_failure, fixes, replays_with_every_fix
 
 pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
 
-FIXED = "properties.stream_fixes:litdata_fixed"
+FIXED = "studies.litdata:fixed"
 #: this module as a patched copy's process imports it (pytest may import it under another name)
 HERE = "tests.test_litdata_conformance"
 
@@ -44,12 +44,12 @@ HERE = "tests.test_litdata_conformance"
 def _with_every_fix() -> dict[str, object]:
     """Every pin's and merged example's replay with every diff, once per test process: corpus file name -> Result.
     Each is tried up to 3 times for a failure (2+ workers: scheduling), so a pass is no lucky run."""
-    paths = [Path(p) for _, p in _pins()] + [fixes().STREAM_CORPUS / file for _, file in MERGED.values()]
+    paths = [Path(p) for _, p in _pins()] + [fixes("litdata").PINS / file for _, file in MERGED.values()]
     return replays_with_every_fix(LITDATA, [(p.name, corpus.load(p)) for p in paths], 3)
 
 
 def _pins() -> list[tuple[str, str]]:
-    return [(k, str(v)) for k, v in fixes().pinned("L").items()] if L.available() else []
+    return [(k, str(v)) for k, v in fixes("litdata").pinned().items()] if L.available() else []
 
 
 def expect_litdata_bug(name: str, result) -> None:
@@ -58,7 +58,7 @@ def expect_litdata_bug(name: str, result) -> None:
     if result.status == "pass":
         pytest.fail(f"[XPASS(strict)] {name} passes on litdata as released: fixed upstream? update the pin")
     assert result.status == "fail", result
-    pytest.xfail(f"a litdata 0.2.76 bug (docs/litdata-0.2.76-conformance.md): {name}: {result.message}")
+    pytest.xfail(f"a litdata 0.2.76 bug (studies/litdata/report.md): {name}: {result.message}")
 
 
 def test_target_resolves_with_one_stream_component():
@@ -74,9 +74,9 @@ def test_every_fix_is_pinned_and_every_pin_expects_litdata_to_fail_and_the_fixes
     pins = dict(_pins())
     # a finding decided under a trainer (L18: no restore, only Lightning's len()-bounded epoch shows it) is pinned
     # in trainers/ instead, where tests/test_trainer_pins.py replays it the same three ways
-    under_trainers = {corpus.load(p)["finding"] for p in corpus.files(fixes().STREAM_CORPUS / "trainers")}
+    under_trainers = {corpus.load(p)["finding"] for p in corpus.files(fixes("litdata").PINS / "trainers")}
     under_trainers = {f for f in under_trainers if f.startswith("L")} - set(pins)
-    assert sorted(set(pins) | under_trainers) == sorted(fixes().LITDATA_FIXES), under_trainers
+    assert sorted(set(pins) | under_trainers) == sorted(fixes("litdata").FIXES), under_trainers
     for finding, path in pins.items():
         entry = corpus.load(path)
         assert entry["expect"] == {"litdata": "fail", FIXED: "pass"}, finding
@@ -93,16 +93,16 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     entry = corpus.load(path)
     fixed = _with_every_fix()[Path(path).name]
     assert fixed.status == "pass", fixed.message
-    without = fixes().replay_with("litdata", LITDATA.without(finding), entry)
+    without = fixes("litdata").replay_with(LITDATA.without(finding), entry)
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
 def weighted_epoch_end_here() -> tuple[str, str | None, str | None]:
     """L4's pin on the copy's litdata: the convention the adapter declares, and stream_resume's failure as
     declared and when declared "closed" (None: it passes)."""
-    entry = corpus.load(fixes().pinned("L")["L4"])
+    entry = corpus.load(fixes("litdata").pinned()["L4"])
     sc = decode_stream_scenario(entry["example"])
-    fixed = fixes().litdata_component()
+    fixed = fixes("litdata").component()
     closed = replace(fixed, epoch_end=lambda sc: ("closed", "misdeclared"))
     return (fixed.epoch_end(sc)[0], first_failure("stream_resume", fixed, sc),
             first_failure("stream_resume", closed, sc))
@@ -113,7 +113,7 @@ def test_a_weighted_mixtures_epoch_end_is_open_and_declaring_it_closed_fails():
     # at that batch restores as the same epoch (litdata's count is below the length). L4's pin restores there;
     # with every fix it passes as declared ("open") and fails when declared "closed" (the trainer moves on, the
     # restored loader resumes its finished epoch: epoch 1 delivers nothing)
-    sc = decode_stream_scenario(corpus.load(fixes().pinned("L")["L4"])["example"])
+    sc = decode_stream_scenario(corpus.load(fixes("litdata").pinned()["L4"])["example"])
     assert L.component().epoch_end(replace(sc, weights=None))[0] == "closed"
     convention, as_declared, closed = LITDATA.call(None, f"{HERE}:weighted_epoch_end_here")
     assert convention == "open" and as_declared is None, as_declared
@@ -161,17 +161,15 @@ def test_an_epoch_end_convention_outside_the_allowed_values_is_refused():
 
 
 def test_unknown_fix_is_named_in_the_error():
-    with pytest.raises(ValueError, match="fixes=\\['L99'\\]: allowed values: L1, L2, L4, .*litdata-0.2.76"):
-        fixes().litdata_component(("L99",))
-    with pytest.raises(ValueError, match="family='torchdata'; allowed values: litdata, hf"):
-        fixes().with_fixes("torchdata", ())
+    with pytest.raises(ValueError, match="fixes=\\['L99'\\]: allowed values: L1, L2, L4, .*studies/litdata/patches"):
+        fixes("litdata").component(("L99",))
 
 
 def test_the_fixed_target_outside_a_patched_process_says_how_to_run_it():
     t = resolve(FIXED)
     assert not t.components and "python -m properties" in t.unavailable
     with pytest.raises(ValueError, match="this process imports the release"):
-        fixes().litdata_component()
+        fixes("litdata").component()
 
 
 # The first fixed-target campaign's open failures (O1-O3) were traced: O2 is L9, O3 is L10 (with L7 for a
@@ -223,13 +221,13 @@ MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
 # O4, O8, O8-drop-last and L13's second example (a cycling hand-over) broke off epoch 0 after a restore in it: what
 # they showed came in the next epoch, which litdata documents replays the loaded state (after_break "replays"). Judged
 # on epoch 0 alone, as the adapter now declares, each passes as released and without its fix, so they left the corpus
-# (2026-12-05), as did L12's pin and L1's adversarial one for the same reason (docs/litdata-0.2.76-conformance.md).
+# (2026-12-05), as did L12's pin and L1's adversarial one for the same reason (studies/litdata/report.md).
 
 
 @pytest.mark.parametrize("name", sorted(MERGED))
 def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_with_all(name):
     finding, file = MERGED[name]
-    entry = corpus.load(fixes().STREAM_CORPUS / file)
+    entry = corpus.load(fixes("litdata").PINS / file)
     assert "finding" not in entry and entry["expect"] == {"litdata": "fail", FIXED: "pass"}
     # with 2+ workers which worker delivers first is scheduling: each claim is tried up to 3 times
     assert corpus.replay_until(entry, "fail", 3).status == "fail"
@@ -240,7 +238,7 @@ def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_wi
 
 
 # Failures the campaigns found in a version of the fixes (not in litdata): each passes as released and must
-# pass with every fix (docs/litdata-0.2.76-conformance.md, L10).
+# pass with every fix (studies/litdata/report.md, L10).
 FIX_REGRESSIONS = {
     # the campaign on L1-L13: L10's first count of a worker's place in the epoch (running total less the parts of
     # the epochs before) was wrong after an epoch broken off; the resumed epoch ended after 1 batch instead of 4
@@ -253,7 +251,7 @@ FIX_REGRESSIONS = {
 def test_o9_passes_as_released_and_with_every_diff():
     # under the fixed target's subclasses O9 needed L17 once the others were in; with the diffs it passes without
     # L17's too (2026-12-05): a guard that the fix set keeps passing what litdata passes
-    entry = corpus.load(fixes().STREAM_CORPUS / "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")
+    entry = corpus.load(fixes("litdata").PINS / "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")
     assert "finding" not in entry and entry["expect"] == {"litdata": "pass", FIXED: "pass"}
     assert corpus.replay(entry).status == "pass"
     assert corpus.replay(entry, FIXED).status == "pass"
@@ -272,7 +270,7 @@ def l16_epoch_zero_here() -> tuple[list, str | None]:
     mixture's deviation from its weights (None: within bounds)."""
     from properties import stream_props as S
 
-    sc = decode_stream_scenario(corpus.load(fixes().pinned("L")["L16"])["example"])
+    sc = decode_stream_scenario(corpus.load(fixes("litdata").pinned()["L16"])["example"])
     plain = replace(sc, checkpoints=(), restore_at_epoch_end=False)
     component = L.component()
     ids = S.run_stream(component.make_loader, plain, ids_of=component.ids_of).epoch_ids(0)

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from properties.targets import patched as P
+from studies.hf_datasets.fixes import HF
+from studies.litdata.fixes import LITDATA
+from studies.torchtitan.fixes import FIXES as TORCHTITAN
 
 DIFF = """\
 T1: greet the world, not nobody.
@@ -41,8 +44,7 @@ def toy(tmp_path, monkeypatch):
     (tmp_path / "patches" / "toy-1.0" / "T1.diff").write_text(DIFF)
     monkeypatch.setenv(P.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(P.ENV, raising=False)
-    return P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=("toy-1.0",),
-                      root=tmp_path / "patches")
+    return P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", root=tmp_path / "patches" / "toy-1.0")
 
 
 def test_a_fix_is_read_from_its_diff(toy):
@@ -62,7 +64,7 @@ def test_the_copy_carries_the_diff_and_the_release_is_left_as_it_is(toy, tmp_pat
 def test_a_process_with_the_copy_imports_it_and_knows_its_fixes(toy):
     env = toy.env_for_subprocess()
     code = ("import toypkg.core, json; from properties.targets import patched as P; "
-            "s = P.PatchSet(target='toy:fixed', released='toy', library='toy', folders=()); "
+            "s = P.PatchSet(target='toy:fixed', released='toy', library='toy', root=__import__('pathlib').Path('no-such-dir')); "
             "print(json.dumps([toypkg.core.hello(), s.applied()]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == ["hello world", ["T1"]]
@@ -101,14 +103,14 @@ def test_a_diff_written_on_top_of_another_is_left_out_with_it_and_never_chosen_a
 
 def test_litdata_diffs_apply_together_and_without_each_one(tmp_path, monkeypatch):
     # L11 is written on top of L8's and L10's (it shares L10's per-worker count): leaving either out leaves it out
-    if not P.LITDATA.installed():
+    if not LITDATA.installed():
         pytest.skip("litdata is not installed (bash ci/install.sh --litdata)")
     monkeypatch.setenv(P.CACHE_ENV, str(tmp_path))
-    fixes = P.LITDATA.fixes()
+    fixes = LITDATA.fixes()
     assert fixes["L11"].after == ("L8", "L10") and all(not f.after for k, f in fixes.items() if k != "L11")
-    assert "L11" not in P.LITDATA.without("L10") and "L11" not in P.LITDATA.without("L8")
+    assert "L11" not in LITDATA.without("L10") and "L11" not in LITDATA.without("L8")
     for fix in fixes:
-        assert (P.LITDATA.build(P.LITDATA.without(fix)) / P.MARKER).exists()
+        assert (LITDATA.build(LITDATA.without(fix)) / P.MARKER).exists()
 
 
 def test_a_diff_that_does_not_apply_is_an_error_naming_it(toy, tmp_path):
@@ -125,16 +127,16 @@ def test_a_file_that_is_no_diff_is_refused(tmp_path):
 
 
 def test_hf_diffs_each_apply_alone_and_all_together_to_the_release():
-    if not P.HF.installed():
+    if not HF.installed():
         pytest.skip("datasets is not installed (bash ci/install.sh --hf)")
-    fixes = P.HF.fixes()
+    fixes = HF.fixes()
     assert set(fixes) == {f"H{i}" for i in range(1, 10)}
     assert {f.package for f in fixes.values()} == {"datasets", "torchdata"}
     assert all(f.summary and not f.summary.startswith("H") for f in fixes.values())
     for fix in fixes:
-        assert (P.HF.build(P.HF.without(fix)) / P.MARKER).exists()
+        assert (HF.build(HF.without(fix)) / P.MARKER).exists()
     released = Path(importlib.util.find_spec("datasets").origin).with_name("iterable_dataset.py")
-    assert (P.HF.build() / "datasets" / "iterable_dataset.py").read_text() != released.read_text()
+    assert (HF.build() / "datasets" / "iterable_dataset.py").read_text() != released.read_text()
 
 
 def test_a_library_in_an_overlay_is_copied_from_it_and_the_overlay_comes_next(toy, tmp_path, monkeypatch):
@@ -147,10 +149,10 @@ def test_a_library_in_an_overlay_is_copied_from_it_and_the_overlay_comes_next(to
     monkeypatch.setenv("TOY_OVERLAY", str(overlay))
     lib = Overlay(target="toy", library="toy 1.0", folder="toy", marker="toypkg", datasets=((0,), (99,)),
                   high_inclusive=False, env="TOY_OVERLAY", install="bash ci/install.sh --toy")
-    plain = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=toy.folders, root=toy.root)
+    plain = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", root=toy.root)
     assert not plain.installed()
-    in_overlay = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", folders=toy.folders,
-                            root=toy.root, overlay=lib)
+    in_overlay = P.PatchSet(target="toy:fixed", released="toy", library="toy 1.0", root=toy.root,
+                            overlay=lib)
     assert in_overlay.installed() and in_overlay.release("toypkg") == overlay / "toypkg"
     copy = in_overlay.build()
     assert (copy / "toypkg" / "core.py").read_text().endswith('"hello world"\n')
@@ -159,13 +161,13 @@ def test_a_library_in_an_overlay_is_copied_from_it_and_the_overlay_comes_next(to
 
 
 def test_torchtitan_diffs_each_apply_alone_and_all_together_to_the_overlay_release():
-    if not P.TORCHTITAN.installed():
-        pytest.skip(f"torchtitan's overlay is not installed ({P.TORCHTITAN.overlay.install})")
-    fixes = P.TORCHTITAN.fixes()
+    if not TORCHTITAN.installed():
+        pytest.skip(f"torchtitan's overlay is not installed ({TORCHTITAN.overlay.install})")
+    fixes = TORCHTITAN.fixes()
     assert set(fixes) == {"T1", "T4", "T5"} and {f.package for f in fixes.values()} == {"torchtitan"}
     assert all(f.summary and not f.summary.startswith("T") for f in fixes.values())
     for fix in fixes:
-        assert (P.TORCHTITAN.build([fix]) / P.MARKER).exists()
-    released = P.TORCHTITAN.release("torchtitan") / "hf_datasets" / "text_datasets.py"
-    assert str(released).startswith(P.TORCHTITAN.overlay.dir())
-    assert (P.TORCHTITAN.build() / "torchtitan" / "hf_datasets" / "text_datasets.py").read_text() != released.read_text()
+        assert (TORCHTITAN.build([fix]) / P.MARKER).exists()
+    released = TORCHTITAN.release("torchtitan") / "hf_datasets" / "text_datasets.py"
+    assert str(released).startswith(TORCHTITAN.overlay.dir())
+    assert (TORCHTITAN.build() / "torchtitan" / "hf_datasets" / "text_datasets.py").read_text() != released.read_text()

@@ -18,7 +18,8 @@ from properties.runner import Result
 from properties.targets import resolve
 
 CORPUS = Path(__file__).parent / "regressions"
-FILES = corpus.files(CORPUS)
+#: the suite's own corpus (mutants, the plain torchdata loader) and VeOmni's pins, which dynbsz must pass too
+FILES = corpus.files(CORPUS) + corpus.files(Path(__file__).resolve().parent.parent / "studies" / "veomni" / "pins")
 
 
 def test_the_corpus_holds_mutant_findings_that_prove_something():

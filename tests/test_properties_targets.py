@@ -281,7 +281,7 @@ def test_bad_user_targets_get_one_line_naming_what_is_missing(user_module, facto
 
 
 @pytest.mark.parametrize("name, says", [
-    ("nope", "unknown target 'nope'; allowed values: dynbsz, veomni"),
+    ("nope", "unknown target 'nope'; allowed values: dynbsz, torchdata, hf-iterable, litdata"),
     ("mutant:nope", "unknown mutant 'nope'; allowed values: gate-as-capacity"),
     ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
     (":f", "is not of the form MODULE:ATTR"),

@@ -1,6 +1,6 @@
 """``python -m properties repro``: a saved stream or VeOmni loader failure as a standalone script (properties/repro.py).
 
-Each stream finding pinned in the corpus (tests/regressions/streams/, its ``finding`` field names it) whose
+Each stream finding pinned in a study (studies/<library>/pins/, its ``finding`` field names it) whose
 property the generator writes is turned into a script, which is run from an empty folder with nothing of this
 project importable, as on a maintainer's machine: it must exit 1 on the release, and the batches it prints for
 its uninterrupted and its resumed run must be the harness's own runs of the same example (``stream_props``),
@@ -10,7 +10,7 @@ is a crash), the script must crash with the same exception. A finding that shows
 race (``RACES``: its pin slows the workers, tests/test_hf_conformance.py) is left out: its script, like its replay,
 fails only now and then, and says so.
 
-The same holds for VeOmni's loader findings (``veomni_conformance.PINNED``) of loader_resume and exactly_once whose
+The same holds for VeOmni's loader findings (``studies.veomni.PINNED``) of loader_resume and exactly_once whose
 outcome cannot depend on timing (at most one worker): each script exits 1 on the release, imports only VeOmni, torch,
 torchdata and the standard library, and prints the harness's own uninterrupted and resumed runs
 (``loader_props.run_schedule``, with the epoch-end restores of ``with_boundary_restores`` for loader_resume).
@@ -35,19 +35,24 @@ from properties import stream_suite as SS
 from properties import trainers as T
 from properties.scenarios import decode_loader_scenario
 from properties.stream_scenarios import decode_stream_scenario
-from properties.targets import hf_iterable, litdata_target, resolve, veomni_loaders
-from properties.veomni_conformance import PINNED
+from properties.targets import resolve
+from studies.hf_datasets import adapter as hf_iterable
+from studies.litdata import adapter as litdata_target
+from studies.veomni import PINNED
+from studies.veomni import loaders as veomni_loaders
 from tests.test_hf_conformance import RACES
 
-STREAMS = Path(__file__).resolve().parent / "regressions" / "streams"
+STUDIES = Path(__file__).resolve().parent.parent / "studies"
+#: the stream studies' pins (trainers/: under a trainer model) and VeOmni's
+STREAMS = [STUDIES / "litdata" / "pins", STUDIES / "hf_datasets" / "pins"]
 INSTALLED = {"litdata": litdata_target.available(), "hf-iterable": hf_iterable.available()}
-REGRESSIONS = STREAMS.parent
+REGRESSIONS = STUDIES / "veomni" / "pins"
 
 
 def _pins() -> list[tuple[str, Path]]:
     """(finding, or finding-trainer for a pin under a trainer model, path)."""
     out = []
-    for path in sorted(STREAMS.glob("*.json")) + sorted((STREAMS / "trainers").glob("*.json")):
+    for path in [p for d in STREAMS for p in sorted(d.glob("*.json")) + sorted((d / "trainers").glob("*.json"))]:
         entry = json.loads(path.read_text())
         if not entry.get("finding") or entry["property"] not in repro.PROPERTIES or entry["finding"] in RACES:
             continue
@@ -137,11 +142,11 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
 
 
 def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
-    # H1's and H3's diffs (docs/patches/datasets-5.2.0) applied to a pristine copy of the installed datasets: the
+    # H1's and H3's diffs (studies/hf_datasets/patches) applied to a pristine copy of the installed datasets: the
     # scripts written for their pins (H3's under torchdata's documented loop too) exit 0 there (tests/test_repros.py does the same for the committed scripts)
     if not INSTALLED["hf-iterable"]:
         pytest.skip("datasets is not installed")
-    from properties.targets.patched import HF
+    from studies.hf_datasets.fixes import HF
 
     patched = HF.build(("H1", "H3"))
     for finding in ("H1", "H3", "H3-torchdata"):
@@ -153,7 +158,7 @@ def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
 
 
 def test_a_script_whose_outcome_can_depend_on_timing_says_so():
-    for path in sorted(STREAMS.glob("*.json")):
+    for path in [p for d in STREAMS for p in sorted(d.glob("*.json"))]:
         entry = corpus.load(path)
         if entry["property"] in ("stream_resume", "stream_exactly_once", "stream_mixture") and INSTALLED[entry["target"]]:
             text = repro.write(entry, path=str(path))
@@ -162,11 +167,11 @@ def test_a_script_whose_outcome_can_depend_on_timing_says_so():
 
 
 def test_unsupported_entries_are_refused_naming_what_is_supported(capsys):
-    epochs = STREAMS / "trainers" / "stream_trainer_epochs-L18.json"
+    epochs = STUDIES / "litdata" / "pins" / "trainers" / "stream_trainer_epochs-L18.json"
     assert cli.main(["repro", str(epochs)]) == 2
     err = capsys.readouterr().err
     assert "property 'stream_trainer_epochs'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
-    packer = next(p for p in sorted(STREAMS.parent.glob("budget-packer-*.json")))
+    packer = next(p for p in sorted(REGRESSIONS.glob("budget-packer-*.json")))
     assert cli.main(["repro", str(packer)]) == 2
     assert "stream_resume" in capsys.readouterr().err
     assert cli.main(["repro", "no-such-file.json"]) == 2
@@ -187,7 +192,7 @@ def test_trainer_outside_the_written_loops_is_a_usage_error(capsys):
 
 def test_lightning_steps_loop_refuses_what_it_does_not_model_naming_replay():
     # a weighted mixture has no len() (Lightning's fetcher then prefetches, which the written loop does not model)
-    path = STREAMS / "trainers" / "stream_trainer_resume-L4.json"
+    path = STUDIES / "litdata" / "pins" / "trainers" / "stream_trainer_resume-L4.json"
     if not INSTALLED["litdata"]:
         pytest.skip("litdata is not installed")
     entry = corpus.load(path)
@@ -296,7 +301,7 @@ def test_veomni_scripts_name_their_finding_and_its_fix():
         pytest.skip(veomni_loaders.MISSING)
     finding, path = VEOMNI_PINS[0]
     text = repro.write(corpus.load(path), path=str(path))
-    assert text.startswith(f'"""VeOmni 0.1.12, {finding}: ') and f"docs/patches/veomni-0.1.12/{finding}.diff" in text
+    assert text.startswith(f'"""VeOmni 0.1.12, {finding}: ') and f"studies/veomni/patches/{finding}.diff" in text
     timed = REGRESSIONS / PINNED["V13"]   # two workers
     assert "can depend on timing" in " ".join(repro.write(corpus.load(timed), path=str(timed)).split())
 
@@ -314,16 +319,16 @@ def test_loader_entries_without_a_standalone_loader_are_refused(tmp_path):
     worker = corpus.load(REGRESSIONS / PINNED["V8"])
     if veomni_loaders.available():
         with pytest.raises(repro.ReproError, match="not the construction its repro_setup renders"):
-            repro.write({**worker, "target": "properties.veomni_conformance:documented"}, path="x.json")
+            repro.write({**worker, "target": "studies.veomni:documented"}, path="x.json")
 
 
 def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
-    # every diff of docs/patches/veomni-0.1.12/ applied to a copy of the installed VeOmni (and torchdata): one script
+    # every diff of studies/veomni/patches/ applied to a copy of the installed VeOmni (and torchdata): one script
     # per component exits 0 there (V15's pin does not: on the release its worker runtime keeps drop_last=True, and the
     # example also loses an epoch's last incomplete step, deviation D6, as the harness's replay on veomni reports)
     if not veomni_loaders.available():
         pytest.skip(veomni_loaders.MISSING)
-    from properties.targets.patched import VEOMNI
+    from studies.veomni.fixes import VEOMNI
 
     patched = VEOMNI.build()
     for finding in ("V1", "V8", "V9"):   # loader:main, loader:worker, loader:multisource

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from properties.stream_scenarios import StreamScenario, sample_id
-from properties.targets import torchtitan_target as T
+from studies.torchtitan import adapter as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_overlay = pytest.mark.skipif(not T.OVERLAY.installed(), reason=f"torchtitan's overlay is not installed "
@@ -59,7 +59,7 @@ def _overlay_env() -> dict:
 REAL = textwrap.dedent("""
     import json, pickle
     from properties.stream_scenarios import StreamScenario
-    from properties.targets import torchtitan_target as T
+    from studies.torchtitan import adapter as T
 
     v = T.lib()
     out = {"datasets": v.datasets_version, "torchtitan": v.version}
@@ -118,7 +118,7 @@ def test_real_torchtitan_classes_dp_ranks_and_findings():
         dp = out[form + "_dp"]
         assert dp["disjoint"] and dp["union"] == list(range(13)), dp   # split_dataset_by_node
         assert dp["keys"] == ["dp_rank_1", "world_size"]                # ParallelAwareDataloader.state_dict
-    assert out["aliased"]                                   # finding T1 (docs/torchtitan-0.3.0-conformance.md)
+    assert out["aliased"]                                   # finding T1 (studies/torchtitan/report.md)
     assert out["first_sample_starts"] == 2                  # finding T2: each of two workers reads sample 0
 
 

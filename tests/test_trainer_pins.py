@@ -1,7 +1,7 @@
-"""Findings decided under a trainer model (docs/litdata-0.2.76-conformance.md and
-docs/hf-datasets-5.2.0-conformance.md, "Verdicts under the trainers"): where a finding's pinned example
+"""Findings decided under a trainer model (studies/litdata/report.md and
+studies/hf_datasets/report.md, "Verdicts under the trainers"): where a finding's pinned example
 needed the adversarial schedule, a search under the library's trainers found another example. Each is a
-corpus entry in tests/regressions/streams/trainers/ (written by ``python -m ci.rejudge --markdown FILE
+corpus entry in studies/*/pins/trainers/ (written by ``python -m ci.rejudge --markdown FILE
 --pin DIR``), replayed three ways under the trainers its component declares:
 
 * on the library as released it fails (a strict expected failure: a bug a real trainer sees) or, for a
@@ -21,7 +21,8 @@ import pytest
 from properties import corpus
 from tests.stream_pins import fixes, replays_with_every_fix
 
-PINS = Path(__file__).parent / "regressions" / "streams" / "trainers"
+STUDIES = Path(__file__).resolve().parent.parent / "studies"
+PINS = [STUDIES / "litdata" / "pins" / "trainers", STUDIES / "hf_datasets" / "pins" / "trainers"]
 FAMILY = {"L": "litdata", "H": "hf"}
 
 
@@ -29,15 +30,16 @@ FAMILY = {"L": "litdata", "H": "hf"}
 def _with_every_fix(family: str) -> dict[str, object]:
     """The family's pins replayed with every diff, once per test process: pin file name -> Result."""
     named = [(name, e) for name, e in _entries() if FAMILY[e["finding"][0]] == family]
-    return replays_with_every_fix(fixes().FAMILIES[family], named, 1)
+    return replays_with_every_fix(fixes(family).PATCH_SET, named, 1)
 
 
 def _entries():
-    return [(p.name, corpus.load(p)) for p in corpus.files(PINS)] if PINS.exists() else []
+    return [(p.name, corpus.load(p)) for d in PINS for p in corpus.files(d)]
 
 
 def _available(entry) -> bool:
-    from properties.targets import hf_iterable, litdata_target
+    from studies.hf_datasets import adapter as hf_iterable
+    from studies.litdata import adapter as litdata_target
 
     lib = litdata_target if entry["finding"].startswith("L") else hf_iterable
     return lib.available()
@@ -50,14 +52,14 @@ def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
     finding, family = entry["finding"], FAMILY[entry["finding"][0]]
     released = corpus.replay_until(entry, "fail", 3)
     fixed_target = [t for t in entry["expect"] if t != entry["target"]][0]
-    assert fixed_target == fixes().FAMILIES[family].target, fixed_target
+    assert fixed_target == fixes(family).PATCH_SET.target, fixed_target
     fixed = _with_every_fix(family)[name]
     if entry["expect"][fixed_target] == "fail":   # a finding with no fix patched: it fails with every fix too
         assert fixed.status == "fail", f"{name}: passes with the other fixes, but no fix is proposed for it"
         assert released.status == "fail", released
         pytest.xfail(f"{finding} under {', '.join(entry['trainers'])} (no fix patched): {released.message}")
     assert fixed.status == "pass", f"{name}: fails with every proposed fix: {fixed.message}"
-    other = fixes().replay_with(family, fixes().FAMILIES[family].without(finding), entry)
+    other = fixes(family).replay_with(fixes(family).PATCH_SET.without(finding), entry)
     assert other.status == "fail", f"{name}: passes without {finding}'s fix: it is not what the trainer needs"
     if entry["class"] == "latent":
         assert released.status == "pass", f"{name}: a latent requirement fails on the release: {released.message}"

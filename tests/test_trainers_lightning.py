@@ -121,14 +121,14 @@ def test_real_lightning_on_real_litdata_loses_the_epoch_after_a_mid_epoch_resume
     # L1 on the real path: Lightning 2.6.5's Trainer.fit with ModelCheckpoint(every_n_train_steps=1), litdata
     # 0.2.76's StreamingDataLoader (4 samples, no workers), killed after global step 1: Lightning abandons
     # every epoch's iterator after len() batches, so the resumed loader's `restore` flag is never cleared and
-    # epoch 1 trains nothing; with the proposed diffs (properties.stream_fixes:litdata_fixed) it trains 4
-    from properties.targets import litdata_target as LT
+    # epoch 1 trains nothing; with the proposed diffs (studies.litdata:fixed) it trains 4
+    from studies.litdata import adapter as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
     from test_verdicts_streams import L1_UNDER_LIGHTNING as sc
 
-    from properties.targets.patched import LITDATA
+    from studies.litdata.fixes import LITDATA
     from tests.litdata_lightning_here import fit_here
 
     released = LT.component()
@@ -148,12 +148,12 @@ def test_a_checkpoint_after_an_epochs_last_batch_moves_on_under_lightning():
     # own test_dataloader_with_loading_states asserts), released and with every fix. The fix first proposed for
     # this order (L3, withdrawn: the epoch restored as open, the next iter() empty) trained nothing in epoch 1
     # here; the component now declares litdata's convention instead (epoch_end "closed")
-    from properties.targets import litdata_target as LT
+    from studies.litdata import adapter as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
     from properties.stream_scenarios import StreamScenario
-    from properties.targets.patched import LITDATA
+    from studies.litdata.fixes import LITDATA
     from tests.litdata_lightning_here import fit_here
 
     sc = StreamScenario(sources=(4,), chunk_size=1, num_workers=0, batch_size=1, epochs=2, checkpoints=(4,))
@@ -168,12 +168,12 @@ def test_real_lightning_on_a_weighted_litdata_mixture_loses_the_epoch_after_a_st
     # fetcher runs its iterator to the end before the epoch's last step; ModelCheckpoint(every_n_train_steps=1) saves
     # that finished state at step 8, and litdata resumes any weighted state: after a preemption there, epoch 1 trains
     # nothing. With L19's diff alone it trains all 8; ModelCheckpoint's default (epoch ends) never loads it
-    from properties.targets import litdata_target as LT
+    from studies.litdata import adapter as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
     from properties.stream_scenarios import StreamScenario
-    from properties.targets.patched import LITDATA
+    from studies.litdata.fixes import LITDATA
     from tests.litdata_lightning_here import fit_here
 
     sc = StreamScenario(sources=(4, 4), mix="combined", weights=(0.5, 0.5), chunk_size=1, num_workers=0, epochs=2,
@@ -191,7 +191,7 @@ def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     # batches but len() says 4 (ceil(11 / 3)), each worker's share of each source ending on its own partial
     # batch; Lightning's fetcher ends the epoch after len() batches, so sample 2 is never trained, no restore
     # involved
-    from properties.targets import litdata_target as LT
+    from studies.litdata import adapter as LT
 
     if not LT.available():
         pytest.skip(LT.MISSING)
@@ -207,7 +207,7 @@ def test_real_lightning_on_real_litdata_trains_only_what_len_promises_l18():
     trained = {s for _, ids in real for mb in ids for s in mb}
     assert len(real) == 4 and sorted(set(sc.all_ids()) - trained) == [2]
     # with L18's diff alone len() counts each worker's batches, and the same real Trainer.fit trains every sample
-    from properties.targets.patched import LITDATA
+    from studies.litdata.fixes import LITDATA
 
     fixed = LITDATA.call(["L18"], "tests.litdata_lightning_here:fit_here", sc.to_json(), [])
     assert len(fixed) == 5 and {s for _, ids in fixed for mb in ids for s in mb} == set(sc.all_ids())

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from properties.targets import veomni_builders as vb
+from studies.veomni import builders as vb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,7 +66,7 @@ import veomni.data.dataset as dataset
 from datasets import IterableDataset as HFIterableDataset
 from veomni.data.dynamic_batching import DynamicBatchSizeDataLoader
 from properties.scenarios import LoaderScenario
-from properties.targets import veomni_builders as vb
+from studies.veomni import builders as vb
 
 calls = []
 native = data_loader.DATALOADER_REGISTRY["native"]
@@ -118,9 +118,9 @@ def test_loaders_are_what_the_builder_returned():
         assert row["dataloader_batch_size"] == (1 if name.endswith("main") else 2), (name, row)
 
 
-DATA = os.path.join(ROOT, "docs", "veomni-0.1.12-builders-data")
+DATA = os.path.join(ROOT, "studies", "veomni", "data", "builders")
 
-#: the report's findings on the builders' path (docs/veomni-0.1.12-builders.md), each a saved example:
+#: the report's findings on the builders' path (studies/veomni/report-builders.md), each a saved example:
 #: file -> (class, trainers it reproduces under, what its message must say). Strict: each must still fail
 #: on VeOmni 0.1.12 as the report says; a pass means VeOmni changed and the report must be revised.
 PINS = {
@@ -137,7 +137,7 @@ PINS = {
        for c, h in (("worker", "936e2d0cbe"), ("multisource-worker", "f7759d37f0"))},
 }
 #: the check after D1-D4 were refused (2026-12-03) found V1 and V7+V8 on the builders' path: file -> the fixes
-#: (the diffs of docs/patches/veomni-0.1.12/, in a process whose VeOmni is the patched copy) that explain it
+#: (the diffs of studies/veomni/patches/, in a process whose VeOmni is the patched copy) that explain it
 #: explains it; each entry is a group of fixes the example fails without (all of the group left out at once): with the
 #: diffs (2026-12-04) the worker example needs V7, and V8 or V13 (V13's diff also covers a worker restored into the
 #: previous epoch here)
@@ -154,7 +154,7 @@ REPLAY = r"""
 import json, sys
 from properties import corpus, verdicts
 from properties.targets import resolve
-from properties.targets.patched import VEOMNI_BUILDERS as VB
+from studies.veomni.fixes import VEOMNI_BUILDERS as VB
 paths, how = sys.argv[1:-1], json.loads(sys.argv[-1])
 attributed, refused_files = how["attributed"], how["refused"]
 out = {}

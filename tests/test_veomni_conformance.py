@@ -1,4 +1,4 @@
-"""VeOmni 0.1.12 conformance pins (docs/veomni-0.1.12-conformance.md).
+"""VeOmni 0.1.12 conformance pins (studies/veomni/report.md).
 
 Each finding of the report is a regression file in tests/regressions/ and three checks here:
 
@@ -7,13 +7,13 @@ Each finding of the report is a regression file in tests/regressions/ and three 
   fixes the bug, the replay passes, the test fails as a strict XPASS, and the pin must be updated;
 * its root cause: the example fails on VeOmni with every proposed diff applied except the
   finding's own, and passes with all of them (the fix is necessary, and the fixes together
-  are sufficient); VeOmni with diffs runs in a process of its own (properties.targets.patched.VEOMNI);
+  are sufficient); VeOmni with diffs runs in a process of its own (studies.veomni.fixes.VEOMNI);
 * dynbsz passes the same example (tests/test_properties_regressions.py replays every file on
   dynbsz where dynbsz has the component).
 
 The documented deviations are checked to be rejected (or not promised), not reported as bugs, and
 their losses are counted on small workloads (the report's figures come from ``python -m
-properties.veomni_conformance deviations``).
+studies.veomni deviations``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from properties import corpus
-from properties.targets import veomni_loaders
-from properties.targets.patched import VEOMNI
+from studies.veomni import loaders as veomni_loaders
+from studies.veomni.fixes import VEOMNI
 
 pytestmark = pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_loaders.MISSING)
 
-CORPUS = Path(__file__).parent / "regressions"
+CORPUS = Path(__file__).resolve().parent.parent / "studies" / "veomni" / "pins"
 
 #: Replays of an example with two or more workers depend on timing (which batches are in flight at a
 #: checkpoint, when a worker's stream ends): V8's example passed without V8's fix in 1 of 6 idle runs and in
@@ -42,13 +42,13 @@ PASS_RUNS = 2
 
 
 def _vc():
-    from properties import veomni_conformance
+    import studies.veomni as veomni_conformance
 
     return veomni_conformance
 
 
 def _pins() -> list[tuple[str, str]]:
-    from properties.veomni_conformance import PINNED
+    from studies.veomni import PINNED
 
     return sorted(PINNED.items(), key=lambda kv: int(kv[0][1:]))
 
@@ -63,10 +63,10 @@ def expect_veomni_bug(name: str, result) -> None:
     if result.status == "pass":
         pytest.fail(f"[XPASS(strict)] {name} passes on VeOmni as shipped: fixed upstream? update the pin")
     assert result.status == "fail", result
-    pytest.xfail(f"a VeOmni 0.1.12 bug (docs/veomni-0.1.12-conformance.md): {name}: {result.message}")
+    pytest.xfail(f"a VeOmni 0.1.12 bug (studies/veomni/report.md): {name}: {result.message}")
 
 
-DOCUMENTED = "properties.veomni_conformance:documented"
+DOCUMENTED = "studies.veomni:documented"
 
 
 @pytest.mark.parametrize("fix,file", _pins(), ids=[k for k, _ in _pins()])
@@ -85,7 +85,7 @@ def test_finding_still_fails_on_veomni_as_shipped(fix, file):
 
 
 def _unfixed() -> list[tuple[str, str]]:
-    from properties.veomni_conformance import UNFIXED
+    from studies.veomni import UNFIXED
 
     return [(k, file) for k, (_, file) in sorted(UNFIXED.items())]
 
@@ -118,7 +118,7 @@ def _passes_with(entry, fixes):
 def _with_every_fix() -> dict[str, object]:
     """``_passes_with(entry, every fix)`` of every pin at once, in one process (a process per pin would start
     and import VeOmni a dozen times more): file path -> Result."""
-    from properties.veomni_conformance import PINNED
+    from studies.veomni import PINNED
 
     paths = [CORPUS / f for f in PINNED.values()] + [TRAINER_PINS / f for f, _ in TRAINER_SEEN.values()]
     results = corpus.replay_many_until_with_fixes([corpus.load(p) for p in paths], VEOMNI, None, "fail", PASS_RUNS)
@@ -165,7 +165,7 @@ def test_a_restored_mixture_state_of_another_epoch_is_discarded_by_v7():
 
 def test_every_proposed_fix_is_pinned_and_every_pin_is_in_the_corpus():
     vc = _vc()
-    # every diff under docs/patches/veomni-0.1.12/ is a fix; B1's pin is the builders report's
+    # every diff under studies/veomni/patches/ is a fix; B1's pin is the builders report's
     assert set(vc.FIXES) == set(VEOMNI.fixes()) and set(vc.PINNED) == set(vc.FIXES) - {"B1"}
     assert set(vc.FIX_COMPONENTS) == set(vc.PINNED)
     for fix, file in vc.PINNED.items():
@@ -179,7 +179,7 @@ def test_a_deviation_fails_as_shipped_and_is_not_a_failure_of_the_documented_tar
     vc = _vc()
     deviation, file = vc.DEVIATION_PINS[finding]
     entry = corpus.load(CORPUS / file)
-    held = corpus.replay(entry, "properties.veomni_conformance:documented")
+    held = corpus.replay(entry, "studies.veomni:documented")
     if deviation == "D5":   # the main runtime's design: the per-epoch property is not promised there
         assert held.status == "skip" and "documented deviation D5" in held.message, held
     else:                   # D6: drop_last=False, VeOmni's documented setting, keeps the last partial step
@@ -190,7 +190,7 @@ def test_a_deviation_fails_as_shipped_and_is_not_a_failure_of_the_documented_tar
 def test_the_fixed_target_runs_only_where_veomni_is_the_patched_copy():
     from properties.targets import resolve
 
-    here = resolve("properties.veomni_conformance:fixed")
+    here = resolve("studies.veomni:fixed")
     assert here.unavailable and "python -m properties" in here.unavailable
     assert VEOMNI.call(None, "tests.test_veomni_conformance:_fixed_here") == list(VEOMNI.check(None))
     with pytest.raises(ValueError, match="allowed values: B1, V1"):
@@ -200,7 +200,7 @@ def test_the_fixed_target_runs_only_where_veomni_is_the_patched_copy():
 def _fixed_here():
     from properties.targets import resolve
 
-    target = resolve("properties.veomni_conformance:fixed")
+    target = resolve("studies.veomni:fixed")
     assert not target.unavailable, target.unavailable
     return list(VEOMNI.applied())
 

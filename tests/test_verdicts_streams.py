@@ -16,8 +16,8 @@ from properties import suite, verdicts
 from properties.errors import PropertyViolation
 from properties.runner import replay_example
 from properties.stream_scenarios import StreamScenario, encode_stream_scenario
-from properties.targets import litdata_target as LT
 from properties.targets import resolve
+from studies.litdata import adapter as LT
 
 pytestmark = pytest.mark.skipif(not LT.available(), reason=LT.MISSING)
 
@@ -63,7 +63,7 @@ def l1_under_lightning_here() -> tuple[str, str | None, list[str], str]:
 
 
 def test_l1s_fix_is_what_lightning_needs():
-    from properties.targets.patched import LITDATA
+    from studies.litdata.fixes import LITDATA
 
     here = "tests.test_verdicts_streams:l1_under_lightning_here"
     fixed = LITDATA.call(None, here)

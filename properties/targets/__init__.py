@@ -1,7 +1,8 @@
 """Targets: what the property suite runs against. ``resolve(name)`` is the one entry point.
 
-Names: ``dynbsz``, ``veomni``, ``torchdata``, ``mutant:NAME`` (properties/mutants/) or ``MODULE:FACTORY``
-(see ``properties.targets.user``). Bad names raise ``TargetError`` with a one-line message.
+Names: ``dynbsz``, ``torchdata``, a studied library's (``veomni``, ``litdata``, ...: declared by the studies under
+studies/, found through ``properties.targets.studies``), ``mutant:NAME`` (properties/mutants/) or
+``MODULE:FACTORY`` (see ``properties.targets.user``). Bad names raise ``TargetError`` with a one-line message.
 """
 
 from __future__ import annotations
@@ -12,18 +13,15 @@ from .builtin import BUILTIN
 from .mutant import PREFIX as MUTANT_PREFIX
 from .mutant import mutant_target
 from .plain import loader_target
+from .studies import targets as study_targets
 from .user import user_target
-
-# torchtitan 0.3.0 runs in its own overlay environment (properties.targets.torchtitan_target): imported when resolved
-BUILTIN["torchtitan"] = lambda: __import__(f"{__package__}.torchtitan_target", fromlist=["target"]).target()
-BUILTIN["veomni-builders"] = lambda: __import__(f"{__package__}.veomni_builders", fromlist=["target"]).target()
 
 __all__ = ["KINDS", "Component", "LoaderComponent", "PackerComponent", "Target", "TargetError", "loader_target",
            "resolve", "names"]
 
 
 def names() -> list[str]:
-    return list(BUILTIN) + [MUTANT_PREFIX + m.name for m in mutants.MUTANTS]
+    return list(BUILTIN) + list(study_targets()) + [MUTANT_PREFIX + m.name for m in mutants.MUTANTS]
 
 
 def resolve(name: str) -> Target:
@@ -35,5 +33,8 @@ def resolve(name: str) -> Target:
         return BUILTIN[name]()
     if ":" in name:
         return user_target(name)
-    raise TargetError(f"unknown target {name!r}; allowed values: {', '.join(BUILTIN)}, mutant:NAME "
+    studied = study_targets()
+    if name in studied:
+        return studied[name]()
+    raise TargetError(f"unknown target {name!r}; allowed values: {', '.join([*BUILTIN, *studied])}, mutant:NAME "
                       "(python -m properties list), or MODULE:FACTORY")

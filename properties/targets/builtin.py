@@ -1,7 +1,6 @@
-"""The built-in targets: ``dynbsz`` (the production packer, every built-in gate and the loader in
-both runtimes), ``veomni`` (VeOmni 0.1.12's ``TextBatchingStrategy`` and its three loader
-pipelines, when the optional extra is installed) and ``torchdata`` (a plain
-``StatefulDataLoader`` as most projects use it)."""
+"""The suite's own targets: ``dynbsz`` (the production packer, every built-in gate and the loader in
+both runtimes) and ``torchdata`` (a plain ``StatefulDataLoader`` as most projects use it). The studied
+libraries' targets are their studies' (studies/, ``properties.targets.studies``)."""
 
 from __future__ import annotations
 
@@ -195,44 +194,4 @@ def torchdata_target() -> Target:
                   components=(component,))
 
 
-# ---- VeOmni --------------------------------------------------------------------------------
-
-VEOMNI_MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
-
-
-def veomni_target() -> Target:
-    from dynbsz.compat import veomni
-
-    description = "VeOmni 0.1.12's TextBatchingStrategy through dynbsz.compat.veomni.VeOmniPacker"
-    if not veomni.available():
-        return Target(name="veomni", description=description, unavailable=VEOMNI_MISSING)
-
-    def make(config: PackerConfig, spec: dict[str, Any]):
-        return veomni.VeOmniPacker(config, spec["buffer_size"])
-
-    # VeOmni knows only a fixed buffer gate and one policy for overlong samples. Zero-token samples
-    # stay in the draw: effective-token counting (labels all ignored) produces them, and VeOmni's
-    # forced-head test (`cum_seq_len == 0`) then force-takes every sample up to the first non-empty
-    # one, past the budget and the physical cap. Its checkpoint is the strategy object itself
-    # (deep-copied), as DynamicBatchSizeDataLoader keeps it.
-    component = PackerComponent(name="packer", kind="packer", make_packer=make, gate_specs=fixed_specs,
-                                overlong=("emit_alone",), empty=("emit_alone",), json_state=False,
-                                accepts_gates=False)
-    from . import veomni_loaders
-
-    if not veomni_loaders.available():  # the data modules import more of VeOmni than the packer does
-        return Target(name="veomni", description=description + "; its loaders are not importable here",
-                      components=(component,))
-    return Target(name="veomni", description=description + "; its loaders (see properties.targets.veomni_loaders)",
-                  components=(component,) + veomni_loaders.components())
-
-
-def _streaming(module: str) -> Target:
-    """litdata's and Hugging Face datasets' streaming loaders (properties.targets.litdata_target, .hf_iterable)."""
-    import importlib
-
-    return importlib.import_module(f"{__package__}.{module}").target()
-
-
-BUILTIN = {"dynbsz": dynbsz_target, "veomni": veomni_target, "torchdata": torchdata_target}
-BUILTIN.update({"litdata": lambda: _streaming("litdata_target"), "hf-iterable": lambda: _streaming("hf_iterable")})
+BUILTIN = {"dynbsz": dynbsz_target, "torchdata": torchdata_target}

@@ -97,7 +97,7 @@ TORCHTITAN = Overlay(target="torchtitan", library="torchtitan 0.3.0", folder="to
 VEOMNI = Overlay(target="veomni-builders", library="VeOmni 0.1.12", folder="veomni", marker="datasets",
                  datasets=((2, 20, 0), (2, 21, 0)), high_inclusive=True, env="DYNBSZ_VEOMNI_OVERLAY",
                  install="bash ci/install.sh --veomni --veomni-datasets",
-                 also=("properties.veomni_conformance:builders_fixed",))
+                 also=("studies.veomni:builders_fixed",))
 #: every target that runs in an overlay, by target name
 OVERLAYS: dict[str, Overlay] = {name: o for o in (TORCHTITAN, VEOMNI) for name in (o.target, *o.also)}
 

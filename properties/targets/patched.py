@@ -1,6 +1,6 @@
 """A ``:fixed`` target runs the library as its maintainers would after merging the proposed fixes.
 
-Each fix is a unified diff against the released source, ``docs/patches/<package>-<version>/<ID>.diff``
+Each fix is a unified diff against the released source, ``studies/<library>/patches/<ID>.diff``
 (its leading paragraph says what it fixes; ``patch`` skips it). A diff written on top of others says so in a
 line of its head, ``Applies after: L8, L10.``: its leave-one-out copy for one of those (``without``) leaves it
 out too, as a maintainer who declines the first would not take it. ``PatchSet.build(fixes)`` copies the
@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .overlay import TORCHTITAN as TORCHTITAN_OVERLAY
-from .overlay import VEOMNI as VEOMNI_OVERLAY
 from .overlay import Overlay, target_of
+from .studies import patch_set_of
 
+#: the checkout: first on a patched process's path after the copy, so the suite and the studies import as here
 ROOT = Path(__file__).resolve().parents[2]
-PATCHES = ROOT / "docs" / "patches"
 #: set in a patched process: the directory of its copy (whose MARKER names the fixes applied)
 ENV = "DYNBSZ_PATCHED_COPY"
 MARKER = "PATCHED.json"
@@ -74,22 +73,21 @@ def read_fix(diff: Path) -> Fix:
 
 @dataclass(frozen=True)
 class PatchSet:
-    """The fixes of one report: every ``*.diff`` in ``folders`` (under docs/patches/), run as ``target``
-    by the released adapter's target ``released`` in a process with the patched copy."""
+    """The fixes of one report: every ``*.diff`` in ``root`` (a study's ``patches/`` folder), run as ``target``
+    by the released adapter's target ``released`` in a process with the patched copy. A study declares its
+    patch sets in ``PATCH_SETS`` (``properties.targets.studies``)."""
 
     target: str
     released: str
     library: str
-    folders: tuple[str, ...]
-    root: Path = PATCHES
+    root: Path
     #: the overlay the library is installed in, for one that runs in an overlay (properties.targets.overlay)
     overlay: Overlay | None = None
 
     def fixes(self) -> dict[str, Fix]:
         out = {}
-        for folder in self.folders:
-            for diff in sorted((self.root / folder).glob("*.diff")):
-                out[diff.stem] = read_fix(diff)
+        for diff in sorted(self.root.glob("*.diff")):
+            out[diff.stem] = read_fix(diff)
         return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
 
     def check(self, fixes: Iterable[str] | None) -> tuple[str, ...]:
@@ -98,7 +96,7 @@ class PatchSet:
         bad = [f for f in fixes if f not in known]
         if bad:
             raise ValueError(f"fixes={bad!r}: allowed values: {', '.join(known) or 'none'} (the diffs under "
-                             f"{', '.join(str(self.root / f) for f in self.folders)})")
+                             f"{self.root})")
         missing = {f: [a for a in known[f].after if a not in fixes] for f in fixes}
         missing = {f: m for f, m in missing.items() if m}
         if missing:
@@ -199,7 +197,7 @@ class PatchSet:
         return tuple(marker["fixes"])
 
     def unavailable(self) -> str:
-        return (f"{self.target} is {self.library} with the diffs under docs/patches/ applied to a copy of the installed "
+        return (f"{self.target} is {self.library} with the diffs under {self.root} applied to a copy of the installed "
                 f"packages, which a process imports instead of the release: run it through `python -m properties` "
                 "(which re-runs the command in such a process), or from Python with "
                 "properties.targets.patched.call")
@@ -235,35 +233,14 @@ def _version(package: str, first: Sequence[str] = ()) -> str:
     return dist.version if dist is not None else "?"
 
 
-#: Hugging Face datasets 5.2.0 and torchdata 0.11.0 with H1-H9 (docs/hf-datasets-5.2.0-conformance.md)
-HF = PatchSet(target="properties.stream_fixes:hf_fixed", released="hf-iterable",
-              library="Hugging Face datasets 5.2.0 and torchdata 0.11.0",
-              folders=("datasets-5.2.0", "torchdata-0.11.0"))
-#: litdata 0.2.76 with L1, L2, L4-L11 and L13-L19 (docs/litdata-0.2.76-conformance.md)
-LITDATA = PatchSet(target="properties.stream_fixes:litdata_fixed", released="litdata", library="litdata 0.2.76",
-                   folders=("litdata-0.2.76",))
-#: torchtitan 0.3.0 with T1, T4 and T5 (docs/torchtitan-0.3.0-conformance.md), copied from its overlay
-TORCHTITAN = PatchSet(target="properties.targets.torchtitan_target:fixed", released="torchtitan",
-                      library="torchtitan 0.3.0", folders=("torchtitan-0.3.0",), overlay=TORCHTITAN_OVERLAY)
-#: VeOmni 0.1.12 with V1-V4, V7-V13, V15, V17 and B1 (docs/veomni-0.1.12-conformance.md; V4's diff is to torchdata's
-#: sampler), run by the target that holds VeOmni to its documentation
-VEOMNI = PatchSet(target="properties.veomni_conformance:fixed", released="properties.veomni_conformance:documented",
-                  library="VeOmni 0.1.12 (and torchdata 0.11.0's sampler)", folders=("veomni-0.1.12",))
-#: the same diffs under VeOmni's own builders, which run in VeOmni's overlay (its declared datasets)
-VEOMNI_BUILDERS = PatchSet(target="properties.veomni_conformance:builders_fixed", released="veomni-builders",
-                           library=VEOMNI.library, folders=VEOMNI.folders, overlay=VEOMNI_OVERLAY)
-#: every patch set, by the target name that runs it
-PATCH_SETS: dict[str, PatchSet] = {s.target: s for s in (HF, LITDATA, TORCHTITAN, VEOMNI, VEOMNI_BUILDERS)}
-
-
 def rerun_patched(args: Any, argv: Sequence[str] | None) -> int | None:
     """If this command's target is a patch set's and this process lacks its copy, run the same command in a
     process with every diff applied and return its exit code (PatchError where the diffs do not apply); else None (run here: the target then resolves,
     or reports itself unavailable, e.g. with the install command of a library that is not installed)."""
-    patch_set = PATCH_SETS.get(target_of(args) or "")
+    patch_set = patch_set_of(target_of(args) or "")
     if patch_set is None or patch_set.applied() is not None or not patch_set.installed():
         return None
     return patch_set.rerun("properties", list(sys.argv[1:] if argv is None else argv))
 
 
-__all__ = ["ENV", "HF", "LITDATA", "PATCH_SETS", "TORCHTITAN", "VEOMNI", "VEOMNI_BUILDERS", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
+__all__ = ["ENV", "Fix", "PatchError", "PatchSet", "read_fix", "rerun_patched"]
