@@ -6,8 +6,8 @@
   target names it adds, e.g. ``litdata``) and ``PATCH_SETS`` (its proposed fixes as diffs, each run by a
   ``studies.<library>:fixed`` target); registered under the entry-point group ``dynbsz_harness.studies`` in
   ``pyproject.toml``.
-* ``adapter.py``: the library's components (``Target``), with the trainers each declares; ``fixes.py`` (or the
-  adapter's ``fixed``): the library with every diff applied, in a process that imports the patched copy.
+* ``adapter.py``: the library's components (``Target``), with the trainers each declares; ``fixes.py``: its patch
+  set and ``fixed``, the library with every diff applied, in a process that imports the patched copy.
 * ``patches/``: ``<ID>.diff``, unified diffs against the released files (``patch -p1``).
 * ``repros/``: ``<ID>.py``, standalone reproducers (the library, torch and the standard library only; exit 1
   while the bug is present, 0 when fixed).

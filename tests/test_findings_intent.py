@@ -22,7 +22,8 @@ HEADER = "| finding | proposed fix | maintainers' stated intent (source) | verdi
 PAGES = {
     "veomni/intent.md": (("veomni/report.md", "veomni/report-builders.md"), "VB"),
     "litdata/intent.md": (("litdata/report.md",), "L"),
-    "hf_datasets/intent.md": (("hf_datasets/report.md", "torchtitan/report.md"), "HT"),
+    "hf_datasets/intent.md": (("hf_datasets/report.md",), "H"),
+    "torchtitan/intent.md": (("torchtitan/report.md",), "T"),
 }
 
 

@@ -1,8 +1,7 @@
-"""Hugging Face datasets' findings fixed (studies/hf_datasets/report.md): the fixes are the diffs
-under studies/hf_datasets/patches/ (H1-H3, H5-H8) and studies/hf_datasets/patches/ (H4, H9: fixes to
-torchdata's StatefulDataLoader), applied to a copy of the installed packages that a process of its own
-imports (``HF``, this study's patch set). In that process the released adapter runs the patched
-code: there is no second copy of any fix here.
+"""Hugging Face datasets' findings fixed (studies/hf_datasets/report.md): the fixes are the diffs under
+studies/hf_datasets/patches/ (H4's and H9's are to torchdata's StatefulDataLoader), applied to a copy of the
+installed packages that a process of its own imports (``HF``, this study's patch set). In that process the
+released adapter runs the patched code: there is no second copy of any fix here.
 """
 
 from __future__ import annotations
