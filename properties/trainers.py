@@ -98,7 +98,8 @@ def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario,
     # (save every save_steps global steps and at the end of every save_epochs-th epoch unless that step was
     # just saved), 86-96 (resume: start_epoch = global_step // train_steps, start_step = global_step %
     # train_steps, load_state_dict, and an eager iter() when start_step == 0) and 106-115 (the checkpoint
-    # holds train_dataloader.state_dict()).
+    # holds train_dataloader.state_dict()). Checked against that loop itself, run as installed
+    # (tests/test_veomni_trainer_real.py).
     if steps_per_epoch is None or steps_per_epoch <= 0:
         raise ValueError(f"trainer 'veomni' bounds an epoch by train_steps: steps_per_epoch must be > 0, "
                          f"got {steps_per_epoch!r}")

@@ -24,6 +24,11 @@ VEOMNI = PatchSet(target="studies.veomni:fixed", released="studies.veomni:docume
 #: the same diffs under VeOmni's own builders, which run in VeOmni's overlay (its declared datasets)
 VEOMNI_BUILDERS = PatchSet(target="studies.veomni:builders_fixed", released="veomni-builders",
                            library=VEOMNI.library, root=VEOMNI.root, overlay=_overlay.VEOMNI)
+#: diffs to VeOmni's trainer (V16), not to its loaders: no target runs them, since the trainer model ``veomni`` is a
+#: copy of the released loop; tests run them under VeOmni's own loop (``studies.veomni.trainer_real``) in a process
+#: with the patched copy (``TRAINER_FIXES.call``)
+TRAINER_FIXES = PatchSet(target="studies.veomni.trainer_real:run", released="", library="VeOmni 0.1.12's trainer",
+                         root=VEOMNI.root / "trainer")
 
 #: fix id -> what it fixes (each diff's first paragraph): V1-V4 (V4: torchdata's sampler), V7-V13, V15, V17, and B1 (the
 #: builders report's: the main runtime's re-read pass over a resumed HF mixture)
