@@ -58,7 +58,7 @@ LIBRARIES = {"datasets": ("tests/test_iterable_dataset.py",),
              "litdata": ("tests/streaming/test_dataloader.py", "tests/streaming/test_combined.py",
                          "tests/streaming/test_dataset.py", "tests/streaming/test_parallel.py"),
              "veomni": ("tests/data/test_dynamic_batching_dataset.py", "tests/data/test_dataloader.py",
-                        "tests/data/test_multisource_dataset.py")}
+                        "tests/data/test_multisource_dataset.py", "tests/checkpoints/test_checkpoint_callback.py")}
 
 
 def _version(package: str) -> str:
@@ -116,21 +116,26 @@ def tests_folder(sdist: Path, member: str, into: Path) -> Path:
 STUDY = {"datasets": ("hf_datasets", ("datasets",)), "litdata": ("litdata", None), "veomni": ("veomni", None)}
 
 
-def patch_set(package: str, version: str):
-    """The study's patch set (``studies/<library>/patches/``) and the ids of the diffs its tests run with; a library
-    whose targets run with a dependency overlay (VeOmni's declared datasets) carries it, so its tests run with it
-    too."""
-    import dataclasses
-
+def patch_set(package: str, version: str, work: Path):
+    """Every diff of the study (``studies/<library>/patches/``, and its subfolders but ``alternatives/``: VeOmni's
+    trainer diffs are in ``trainer/``), gathered into ``work/patches`` as one ``targets.patched.PatchSet``, and the
+    ids of the diffs its tests run with; a library whose targets run with a dependency overlay (VeOmni's declared
+    datasets) carries it, so its tests run with it too."""
     from properties.targets.overlay import VEOMNI
+    from properties.targets.patched import PatchSet
     from properties.targets.studies import studies
 
     study, packages = STUDY[package]
-    found = next(m for m in studies().values() if m.__name__ == f"studies.{study}").PATCH_SETS[0]
+    root = Path(next(m for m in studies().values() if m.__name__ == f"studies.{study}").__file__).parent / "patches"
+    gathered = work / "patches"
+    gathered.mkdir(parents=True)
+    for diff in sorted(root.glob("*.diff")) + sorted(root.glob("*/*.diff")):
+        if diff.parent.name != "alternatives":
+            shutil.copy(diff, gathered / diff.name)
     overlay = VEOMNI if package == "veomni" and VEOMNI.installed() else None
-    chosen = [f.id for f in found.fixes().values() if packages is None or f.package in packages]
-    return dataclasses.replace(found, target=f"library-tests:{package}", released="",
-                               library=f"{package} {version}", overlay=overlay), chosen
+    found = PatchSet(target=f"library-tests:{package}", released="", library=f"{package} {version}", root=gathered,
+                     overlay=overlay)
+    return found, [f.id for f in found.fixes().values() if packages is None or f.package in packages]
 
 
 def patched_copy(patches, fixes: list[str]) -> tuple[Path, list[str]]:
@@ -263,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             source = f"{', '.join(files)} from the repository at {args.ref}"
         if importlib.util.find_spec(package) is None:
             raise SystemExit(f"{package} is not installed (bash ci/install.sh --{package})")
-        patches, chosen = patch_set(package, version)
+        patches, chosen = patch_set(package, version, work)
         patched, diffs = patched_copy(patches, chosen)
         timeout = args.timeout if args.timeout is not None else TEST_TIMEOUT_S.get(package)
         released = run_tests(tests, files, package, os.pathsep.join(patches.import_path(None)) or None,
