@@ -304,3 +304,43 @@ def test_ci_check_of_litdata_with_the_fixes_passes_every_stream_property(capfd, 
     rows = {r["property"]: r for r in doc["results"]}
     assert set(rows) == set(STREAM_PROPERTIES) and all(r["examples"] >= 1 for r in rows.values())
     assert all(r["status"] == "pass" for r in rows.values()), [r for r in rows.values() if r["status"] != "pass"]
+
+
+def broken_off_replay_here(persistent: bool) -> dict[str, list]:
+    """L4's example on the litdata this process imports: a loader restored after 2 batches iterates 1 batch and is
+    broken off; its next ``iter()`` (litdata's documented replay: ``restore`` stays set) and the epoch after it."""
+    sc = replace(decode_stream_scenario(corpus.load(fixes("litdata").pinned()["L4"])["example"]),
+                 persistent_workers=persistent)
+    first = L.make_loader(sc)
+    try:
+        it = iter(first.dl)
+        for _ in range(2):
+            next(it)
+        state = first.dl.state_dict()
+        del it
+    finally:
+        first.close()
+    second = L.make_loader(sc)
+    try:
+        second.dl.load_state_dict(state)
+        it = iter(second.dl)
+        next(it)
+        del it   # broken off: the next iter() replays from the checkpoint
+        replay = [L.ids_of(b) for b in second.dl]
+        after = [L.ids_of(b) for b in second.dl]
+    finally:
+        second.close()
+    return {"replay": replay, "after": after}
+
+
+def test_L4s_fix_keeps_the_replay_of_a_broken_off_resumed_epoch_for_a_persistent_worker():
+    # the intent check on L4 (studies/litdata/intent.md): litdata replays a resumed epoch that was broken off from its
+    # checkpoint (restore stays set, ed7409db), as a non-persistent worker does; the fix drops the restored counts only
+    # once the loader starts another epoch (L8's shared epoch), so a persistent worker replays too, and the epoch
+    # after the replay is a whole one (L4's own example: as released it starts from the checkpoint's counts again)
+    released = {p: broken_off_replay_here(p) for p in (False, True)}
+    fixed = {p: LITDATA.call(None, f"{HERE}:broken_off_replay_here", p) for p in (False, True)}
+    assert released[True]["replay"] == released[False]["replay"] != [], released
+    assert fixed[True]["replay"] == fixed[False]["replay"] == [list(b) for b in released[False]["replay"]], fixed
+    assert len(fixed[True]["after"]) == 8 and fixed[True]["after"] == fixed[False]["after"], fixed
+    assert len(released[True]["after"]) < 8, released   # L4: the persistent worker resumes the checkpoint again

@@ -102,13 +102,15 @@ def test_a_diff_written_on_top_of_another_is_left_out_with_it_and_never_chosen_a
 
 
 def test_litdata_diffs_apply_together_and_without_each_one(tmp_path, monkeypatch):
-    # L11 is written on top of L8's and L10's (it shares L10's per-worker count): leaving either out leaves it out
+    # L11 is written on top of L8's and L10's (it shares L10's per-worker count), L4 on L8's shared epoch: leaving one out
+    # leaves its dependents out
     if not LITDATA.installed():
         pytest.skip("litdata is not installed (bash ci/install.sh --litdata)")
     monkeypatch.setenv(P.CACHE_ENV, str(tmp_path))
     fixes = LITDATA.fixes()
-    assert fixes["L11"].after == ("L8", "L10") and all(not f.after for k, f in fixes.items() if k != "L11")
-    assert "L11" not in LITDATA.without("L10") and "L11" not in LITDATA.without("L8")
+    assert fixes["L11"].after == ("L8", "L10") and fixes["L4"].after == ("L8",)
+    assert all(not f.after for k, f in fixes.items() if k not in ("L4", "L11"))
+    assert "L11" not in LITDATA.without("L10") and {"L4", "L11"}.isdisjoint(LITDATA.without("L8"))
     for fix in fixes:
         assert (LITDATA.build(LITDATA.without(fix)) / P.MARKER).exists()
 

@@ -28,15 +28,21 @@ CASES = [(study, p) for study in PACKAGE for p in sorted((STUDIES / study / "rep
 
 
 def _diff(study: str, finding: str) -> Path | None:
-    diff = STUDIES / study / "patches" / f"{finding}.diff"
-    return diff if diff.exists() else None
+    """The finding's diff: in the study's patches/, or a subfolder of it (VeOmni's trainer diffs: trainer/)."""
+    found = [d for d in sorted((STUDIES / study / "patches").rglob(f"{finding}.diff")) if d.parent.name != "alternatives"]
+    return found[0] if found else None
 
 
-def _patch_set(study: str):
-    """The study's first patch set (an overlaid library's knows its overlay)."""
+def _patch_set(study: str, finding: str):
+    """The study's first patch set (an overlaid library's knows its overlay), over the folder the finding's diff is in."""
+    import dataclasses
+
     from properties.targets.studies import studies
 
-    return next(m for m in studies().values() if m.__name__ == f"studies.{study}").PATCH_SETS[0]
+    main = next(m for m in studies().values() if m.__name__ == f"studies.{study}").PATCH_SETS[0]
+    folder = _diff(study, finding).parent
+    return main if folder == main.root else dataclasses.replace(main, target=f"repros:{study}/{folder.name}",
+                                                                    root=folder)
 
 
 def test_every_study_with_findings_is_listed_here():
@@ -77,7 +83,7 @@ def test_written_repros_are_what_the_generator_writes_now():
 
 @pytest.mark.parametrize("lib,script", CASES, ids=[f"{lib}/{p.stem}" for lib, p in CASES])
 def test_repro_fails_on_the_release_and_passes_with_its_diff(lib, script, tmp_path):
-    patch_set = _patch_set(lib)
+    patch_set = _patch_set(lib, script.stem)
     if not patch_set.installed():
         install = patch_set.overlay.install if patch_set.overlay else f"bash ci/install.sh --{PACKAGE[lib]}"
         pytest.skip(f"{PACKAGE[lib]} is not installed ({install})")
