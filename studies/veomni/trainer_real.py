@@ -17,7 +17,7 @@ a diff to VeOmni's trainer runs here as written. What needs a model is left out,
 A preemption is an exception raised after a step's ``on_step_end`` (the checkpoint save included), at the first
 trained global step at or past each kill, as the trainer model ``veomni`` (properties/trainers.py) fires them;
 the next job is a new trainer and a freshly built loader with ``load_path`` set to the latest checkpoint.
-tests/test_veomni_conformance.py checks the model against this loop.
+tests/test_veomni_trainer_real.py checks the model against this loop.
 """
 
 from __future__ import annotations
