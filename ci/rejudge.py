@@ -22,12 +22,12 @@ import sys
 from properties import corpus, suite, verdicts
 from properties.runner import RunSettings, replay_example, run_property
 from properties.targets import resolve
-from studies.hf_datasets import fixes as hf_fixed
-from studies.litdata import fixes as litdata_fixed
+from studies.hf_datasets.fixes import FIXES as HF_FIXES
+from studies.litdata.fixes import FIXES as LITDATA_FIXES
 
 #: a report's finding prefix -> its study's fixes (whose patch set names the released target and the fixed one)
-STUDY = {"L": litdata_fixed, "H": hf_fixed}
-PATCH_SETS = {prefix: s.PATCH_SET for prefix, s in STUDY.items()}
+STUDY = {"L": LITDATA_FIXES, "H": HF_FIXES}
+PATCH_SETS = {prefix: s.patch_set for prefix, s in STUDY.items()}
 DEFAULT_TARGET = {prefix: s.released for prefix, s in PATCH_SETS.items()}
 FIXED = {prefix: s.target for prefix, s in PATCH_SETS.items()}
 

@@ -47,15 +47,15 @@ def replays_with_every_fix(patch_set, named: list[tuple[str, dict]], tries: int)
     return {name: r for (name, _), r in zip(named, results)}
 
 
-#: a stream family's study (its pins, fixes and patch set: ``studies.<library>.fixed``)
+#: a stream family's study, whose ``fixes.FIXES`` is its fix set (pins, diffs, patch set)
 FAMILIES = {"litdata": "studies.litdata.fixes", "hf": "studies.hf_datasets.fixes"}
 
 
 def fixes(family: str):
-    """The family's ``studies.<library>.fixed`` module."""
+    """The family's ``properties.targets.fixset.StreamFixes``."""
     import importlib
 
-    return importlib.import_module(FAMILIES[family])
+    return importlib.import_module(FAMILIES[family]).FIXES
 
 
 def ci_check(capsys, target: str, examples: int) -> tuple[int, dict]:

@@ -48,7 +48,7 @@ def _deterministic() -> list[tuple[str, str]]:
 
 
 def _patched() -> list[tuple[str, str]]:
-    return [(k, v) for k, v in _deterministic() if k in fixes("hf").FIXES] if H.available() else []
+    return [(k, v) for k, v in _deterministic() if k in fixes("hf").summaries()] if H.available() else []
 
 
 def replays_of_epoch_zero_here(seeds) -> int:
@@ -91,7 +91,7 @@ def test_shuffle_buffer_resume_is_not_promised():
 def test_every_finding_but_h2_is_pinned_by_a_corpus_entry():
     # H2 shows across seeds, which one example cannot: test_h2_epoch_one_replays_epoch_zero_for_every_seed
     pins = dict(_pins())
-    assert sorted(pins) == sorted([f for f in fixes("hf").FIXES if f != "H2"] + list(UNPATCHED))
+    assert sorted(pins) == sorted([f for f in fixes("hf").summaries() if f != "H2"] + list(UNPATCHED))
     for finding, path in pins.items():
         entry = corpus.load(path)
         expected = {"hf-iterable": "fail"} if finding in UNPATCHED else {"hf-iterable": "fail", FIXED: "pass"}
@@ -111,7 +111,7 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     assert prop.name == entry["property"]
     fixed = corpus.replay(entry, FIXED)
     assert fixed.status == "pass", fixed.message
-    without = fixes("hf").replay_with(HF.without(finding), entry)
+    without = corpus.replay_with_fixes(entry, HF, HF.without(finding))
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 

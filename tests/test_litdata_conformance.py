@@ -44,7 +44,7 @@ HERE = "tests.test_litdata_conformance"
 def _with_every_fix() -> dict[str, object]:
     """Every pin's and merged example's replay with every diff, once per test process: corpus file name -> Result.
     Each is tried up to 3 times for a failure (2+ workers: scheduling), so a pass is no lucky run."""
-    paths = [Path(p) for _, p in _pins()] + [fixes("litdata").PINS / file for _, file in MERGED.values()]
+    paths = [Path(p) for _, p in _pins()] + [fixes("litdata").pins / file for _, file in MERGED.values()]
     return replays_with_every_fix(LITDATA, [(p.name, corpus.load(p)) for p in paths], 3)
 
 
@@ -74,9 +74,9 @@ def test_every_fix_is_pinned_and_every_pin_expects_litdata_to_fail_and_the_fixes
     pins = dict(_pins())
     # a finding decided under a trainer (L18: no restore, only Lightning's len()-bounded epoch shows it) is pinned
     # in trainers/ instead, where tests/test_trainer_pins.py replays it the same three ways
-    under_trainers = {corpus.load(p)["finding"] for p in corpus.files(fixes("litdata").PINS / "trainers")}
+    under_trainers = {corpus.load(p)["finding"] for p in corpus.files(fixes("litdata").pins / "trainers")}
     under_trainers = {f for f in under_trainers if f.startswith("L")} - set(pins)
-    assert sorted(set(pins) | under_trainers) == sorted(fixes("litdata").FIXES), under_trainers
+    assert sorted(set(pins) | under_trainers) == sorted(fixes("litdata").summaries()), under_trainers
     for finding, path in pins.items():
         entry = corpus.load(path)
         assert entry["expect"] == {"litdata": "fail", FIXED: "pass"}, finding
@@ -93,7 +93,7 @@ def test_finding_passes_with_every_fix_and_fails_without_its_own(finding, path):
     entry = corpus.load(path)
     fixed = _with_every_fix()[Path(path).name]
     assert fixed.status == "pass", fixed.message
-    without = fixes("litdata").replay_with(LITDATA.without(finding), entry)
+    without = corpus.replay_with_fixes(entry, LITDATA, LITDATA.without(finding))
     assert without.status == "fail", f"{finding}'s example passes without its fix: the pin proves nothing"
 
 
@@ -227,7 +227,7 @@ MERGED = {"O1": ("L8", "stream_resume-stream_litdata-litdata-d87e432c72.json"),
 @pytest.mark.parametrize("name", sorted(MERGED))
 def test_merged_open_failure_fails_as_released_and_without_its_fix_and_passes_with_all(name):
     finding, file = MERGED[name]
-    entry = corpus.load(fixes("litdata").PINS / file)
+    entry = corpus.load(fixes("litdata").pins / file)
     assert "finding" not in entry and entry["expect"] == {"litdata": "fail", FIXED: "pass"}
     # with 2+ workers which worker delivers first is scheduling: each claim is tried up to 3 times
     assert corpus.replay_until(entry, "fail", 3).status == "fail"
@@ -251,7 +251,7 @@ FIX_REGRESSIONS = {
 def test_o9_passes_as_released_and_with_every_diff():
     # under the fixed target's subclasses O9 needed L17 once the others were in; with the diffs it passes without
     # L17's too (2026-12-05): a guard that the fix set keeps passing what litdata passes
-    entry = corpus.load(fixes("litdata").PINS / "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")
+    entry = corpus.load(fixes("litdata").pins / "stream_resume-stream_litdata-litdata-3e21f2dc9f.json")
     assert "finding" not in entry and entry["expect"] == {"litdata": "pass", FIXED: "pass"}
     assert corpus.replay(entry).status == "pass"
     assert corpus.replay(entry, FIXED).status == "pass"

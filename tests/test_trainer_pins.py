@@ -30,7 +30,7 @@ FAMILY = {"L": "litdata", "H": "hf"}
 def _with_every_fix(family: str) -> dict[str, object]:
     """The family's pins replayed with every diff, once per test process: pin file name -> Result."""
     named = [(name, e) for name, e in _entries() if FAMILY[e["finding"][0]] == family]
-    return replays_with_every_fix(fixes(family).PATCH_SET, named, 1)
+    return replays_with_every_fix(fixes(family).patch_set, named, 1)
 
 
 def _entries():
@@ -52,14 +52,15 @@ def test_a_finding_decided_under_a_trainer_replays_as_decided(name, entry):
     finding, family = entry["finding"], FAMILY[entry["finding"][0]]
     released = corpus.replay_until(entry, "fail", 3)
     fixed_target = [t for t in entry["expect"] if t != entry["target"]][0]
-    assert fixed_target == fixes(family).PATCH_SET.target, fixed_target
+    assert fixed_target == fixes(family).patch_set.target, fixed_target
     fixed = _with_every_fix(family)[name]
     if entry["expect"][fixed_target] == "fail":   # a finding with no fix patched: it fails with every fix too
         assert fixed.status == "fail", f"{name}: passes with the other fixes, but no fix is proposed for it"
         assert released.status == "fail", released
         pytest.xfail(f"{finding} under {', '.join(entry['trainers'])} (no fix patched): {released.message}")
     assert fixed.status == "pass", f"{name}: fails with every proposed fix: {fixed.message}"
-    other = fixes(family).replay_with(fixes(family).PATCH_SET.without(finding), entry)
+    patch_set = fixes(family).patch_set
+    other = corpus.replay_with_fixes(entry, patch_set, patch_set.without(finding))
     assert other.status == "fail", f"{name}: passes without {finding}'s fix: it is not what the trainer needs"
     if entry["class"] == "latent":
         assert released.status == "pass", f"{name}: a latent requirement fails on the release: {released.message}"

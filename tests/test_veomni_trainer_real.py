@@ -56,7 +56,7 @@ def _kill_sets(single_kills: bool) -> dict[str, list[list[int]]]:
     out = {}
     for name in PINS:
         entry = corpus.load(TRAINER_PINS / name)
-        workers = "loader_worker" in name or entry["example"]["scenario"].get("num_workers", 0) > 0
+        workers = entry["example"]["scenario"]["num_workers"] > 0
         out[name] = [_pinned_kills(entry)] + ([[k] for k in range(1, 7)] if single_kills and not workers else [])
     return out
 
