@@ -123,10 +123,8 @@ def patch_set(package: str, version: str, work: Path):
     datasets) carries it, so its tests run with it too."""
     from properties.targets.overlay import VEOMNI
     from properties.targets.patched import PatchSet
-    from properties.targets.studies import studies
-
     study, packages = STUDY[package]
-    root = Path(next(m for m in studies().values() if m.__name__ == f"studies.{study}").__file__).parent / "patches"
+    root = ROOT / "studies" / study / "patches"
     gathered = work / "patches"
     gathered.mkdir(parents=True)
     for diff in sorted(root.glob("*.diff")) + sorted(root.glob("*/*.diff")):

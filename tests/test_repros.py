@@ -37,9 +37,7 @@ def _patch_set(study: str, finding: str):
     """The study's first patch set (an overlaid library's knows its overlay), over the folder the finding's diff is in."""
     import dataclasses
 
-    from properties.targets.studies import studies
-
-    main = next(m for m in studies().values() if m.__name__ == f"studies.{study}").PATCH_SETS[0]
+    main = importlib.import_module(f"studies.{study}").PATCH_SETS[0]
     folder = _diff(study, finding).parent
     return main if folder == main.root else dataclasses.replace(main, target=f"repros:{study}/{folder.name}",
                                                                     root=folder)
