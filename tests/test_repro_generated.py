@@ -183,7 +183,7 @@ def test_trainer_outside_the_written_loops_is_a_usage_error(capsys):
         cli.main(["repro", str(PINS[0][1]), "--trainer", "lightning"])
     assert e.value.code == 2
     assert "invalid choice: 'lightning'" in capsys.readouterr().err
-    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps"):
+    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps, veomni"):
         repro.write(corpus.load(PINS[0][1]), trainer="lightning")
     # a stream_resume pin asked for under a trainer loop is refused naming the one written for its property
     with pytest.raises(repro.ReproError, match="trainer 'torchdata'.*allowed values: adversarial.*replay"):
@@ -230,7 +230,9 @@ def test_replay_offers_the_repro_command(capsys):
 
 #: generated scripts over 60 lines, and why: the main runtime's pipeline (six import lines, six of construction) and
 #: the loop of a schedule that checkpoints on every resume and at every epoch end (24 lines) leave no room
-OVER_60 = {"V2": 64}
+OVER_60 = {"V2": 64, "V4-veomni": 75, "V16-veomni": 75}
+#: and under VeOmni's loop (V4-veomni, V16-veomni): the trainer's loop, its checkpoints and its resume arithmetic
+#: (31 lines) beside the runtime's pipeline
 
 
 def _veomni_pins() -> list[tuple[str, Path]]:
@@ -241,19 +243,32 @@ def _veomni_pins() -> list[tuple[str, Path]]:
         entry = json.loads(path.read_text())
         if entry["property"] in repro.LOADER_PROPERTIES and not corpus.timing_may_matter(entry):
             out.append((finding, path))
+    for path in TRAINER_PINS:   # under VeOmni's loop (trainers/)
+        entry = json.loads(path.read_text())
+        if not corpus.timing_may_matter(entry):
+            out.append((f"{entry['finding']}-veomni", path))
     return out
 
 
+TRAINER_PINS = sorted((REGRESSIONS / "trainers").glob("trainer_resume-*.json"))
 VEOMNI_PINS = _veomni_pins()
 STDLIB = set(sys.stdlib_module_names)
 LIBRARY = {"veomni", "torch", "torchdata"}
 
 
 def loader_harness_runs(entry: dict) -> tuple[list, list]:
-    """The harness's uninterrupted run of the entry's example and its run of the property's schedule."""
+    """The harness's uninterrupted run of the entry's example and its run of the property's schedule (under
+    VeOmni's trainer model: preempted; epoch_reshuffle: with persistent and with non-persistent workers)."""
     sc = decode_loader_scenario(entry["example"])
     component = resolve(entry["target"]).component(entry["component"])
     kw = dict(ids_of=component.ids_of, codec=component.state_codec)
+    if entry["property"] == "epoch_reshuffle":
+        return tuple(L.run_schedule(component.make_loader, replace(sc, persistent_workers=p, checkpoints=()),
+                                    **kw).steps for p in (True, False))
+    if entry["property"] == "trainer_resume":
+        bound = component.steps_per_epoch(sc)
+        return tuple(T.VEOMNI.run(component.make_loader, sc, preempt_after=kills, steps_per_epoch=bound, **kw).steps
+                     for kills in ((), tuple(sorted({k for k in sc.checkpoints if k > 0}))))
     plain = L.run_schedule(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
     if entry["property"] == "loader_resume" and sc.in_order:   # step for step, restored at every epoch end too
         sc = L.with_boundary_restores(component.make_loader, sc, **kw)[1]
@@ -271,9 +286,11 @@ def imported_roots(text: str) -> set[str]:
 
 
 def test_every_deterministic_veomni_pin_of_a_written_property_is_covered():
-    # an independent list: the PINNED findings of loader_resume / exactly_once with at most one worker (V10 and V13
-    # run two workers: their scripts are written, and say the outcome can depend on timing)
-    assert {f for f, _ in VEOMNI_PINS} == {"V1", "V2", "V4", "V8", "V9", "V12", "V15", "V17"}
+    # an independent list: the PINNED findings of loader_resume / exactly_once / epoch_reshuffle and the trainer pins
+    # with at most one worker (V3, V10 and V13 run two workers: their scripts are written, and say the outcome can
+    # depend on timing)
+    assert {f for f, _ in VEOMNI_PINS} == {"V1", "V2", "V4", "V7", "V8", "V9", "V12", "V15", "V17",
+                                           "V4-veomni", "V16-veomni"}
 
 
 @pytest.mark.parametrize("finding,path", VEOMNI_PINS, ids=[f for f, _ in VEOMNI_PINS])
@@ -291,9 +308,11 @@ def test_veomni_script_fails_on_the_release_and_prints_the_harness_runs(finding,
     done = run_script(script, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr[-2000:]
     assert "first difference: " in done.stdout, done.stdout
+    first, second = {"epoch_reshuffle": ("persistent", "non-persistent"),
+                     "trainer_resume": ("uninterrupted", "preempted")}.get(entry["property"], ("uninterrupted", "resumed"))
     plain, resumed = loader_harness_runs(entry)
-    assert printed(done.stdout, "uninterrupted") == plain, done.stdout
-    assert printed(done.stdout, "resumed") == resumed, done.stdout
+    assert printed(done.stdout, first) == plain, done.stdout
+    assert printed(done.stdout, second) == resumed, done.stdout
 
 
 def test_veomni_scripts_name_their_finding_and_its_fix():
@@ -302,15 +321,15 @@ def test_veomni_scripts_name_their_finding_and_its_fix():
     finding, path = VEOMNI_PINS[0]
     text = repro.write(corpus.load(path), path=str(path))
     assert text.startswith(f'"""VeOmni 0.1.12, {finding}: ') and f"studies/veomni/patches/{finding}.diff" in text
-    timed = REGRESSIONS / PINNED["V13"]   # two workers
-    assert "can depend on timing" in " ".join(repro.write(corpus.load(timed), path=str(timed)).split())
+    for timed in (REGRESSIONS / PINNED["V13"], *[p for p in TRAINER_PINS if "-V3" in p.name]):   # two workers
+        assert "can depend on timing" in " ".join(repro.write(corpus.load(timed), path=str(timed)).split())
 
 
 def test_loader_entries_without_a_standalone_loader_are_refused(tmp_path):
     # a loader property the generator does not write, and a component that renders no standalone loader
-    reshuffle = REGRESSIONS / "epoch_reshuffle-loader_main-veomni-9a43053d22.json"
-    with pytest.raises(repro.ReproError, match="property 'epoch_reshuffle'.*loader_resume, exactly_once.*replay"):
-        repro.write(corpus.load(reshuffle), path=str(reshuffle))
+    steps = REGRESSIONS / "dp_step_counts-loader_worker-veomni-1ff2675553.json"   # V14
+    with pytest.raises(repro.ReproError, match="property 'dp_step_counts'.*loader_resume, exactly_once.*replay"):
+        repro.write(corpus.load(steps), path=str(steps))
     entry = {**corpus.load(REGRESSIONS / PINNED["V1"]), "target": "dynbsz", "component": "loader:main"}
     with pytest.raises(repro.ReproError, match="renders no standalone loader.*loader:main, loader:worker"):
         repro.write(entry, path="x.json")
@@ -331,7 +350,8 @@ def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
     from studies.veomni.fixes import VEOMNI
 
     patched = VEOMNI.build()
-    for finding in ("V1", "V8", "V9"):   # loader:main, loader:worker, loader:multisource
+    # loader:main, loader:worker, loader:multisource; epoch_reshuffle; trainer_resume under VeOmni's loop
+    for finding in ("V1", "V8", "V9", "V7", "V4-veomni"):
         path = dict(VEOMNI_PINS)[finding]
         script = tmp_path / f"{finding}.py"
         script.write_text(repro.write(corpus.load(path), path=str(path)))

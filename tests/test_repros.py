@@ -79,13 +79,25 @@ def test_written_repros_are_what_the_generator_writes_now():
             f"{script} is stale: python -m properties repro {path.relative_to(ROOT)} --out {script.relative_to(ROOT)}"
 
 
+def _run_on_the_release_elsewhere(script: Path) -> str | None:
+    """The test id that already runs this committed script's text on the release, or None: a script written by the
+    generator is its pin's script, which tests/test_repro_generated.py runs on the release (exit 1, and the batches it
+    prints compared with the harness's runs); test_written_repros_are_what_the_generator_writes_now holds the two
+    texts equal."""
+    from tests.test_repro_generated import PINS
+
+    found = WRITTEN.search(" ".join(script.read_text().split()))
+    return next((finding for finding, pin in PINS if found and pin.name == found.group(1)), None)
+
+
 @pytest.mark.parametrize("lib,script", CASES, ids=[f"{lib}/{p.stem}" for lib, p in CASES])
 def test_repro_fails_on_the_release_and_passes_with_its_diff(lib, script, tmp_path):
     patch_set = _patch_set(lib, script.stem)
     if not patch_set.installed():
         install = patch_set.overlay.install if patch_set.overlay else f"bash ci/install.sh --{PACKAGE[lib]}"
         pytest.skip(f"{PACKAGE[lib]} is not installed ({install})")
-    released = _run(script, patch_set.import_path(None), tmp_path)
-    assert released.returncode == 1, released.stdout + released.stderr[-2000:]
+    if _run_on_the_release_elsewhere(script) is None:
+        released = _run(script, patch_set.import_path(None), tmp_path)
+        assert released.returncode == 1, released.stdout + released.stderr[-2000:]
     fixed = _run(script, patch_set.import_path(patch_set.build()), tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr[-2000:]

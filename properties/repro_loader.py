@@ -1,0 +1,218 @@
+"""``python -m properties repro`` for loader examples (``LoaderScenario``: VeOmni's loader:main, loader:worker,
+loader:multisource, each ``LoaderComponent.repro_setup`` in ``studies/veomni/loaders.py``).
+
+Three kinds of script, each the harness's own run written out:
+
+* ``loader_resume`` and ``exactly_once`` under the adversarial schedule: the loop of ``loader_props.run_schedule``
+  (checkpoints after given step counts, at epoch ends, on resume), with the epoch-end restores
+  ``with_boundary_restores`` adds for loader_resume computed by the harness's own run when the script is written and
+  inlined as literals, judged step for step (loader_resume, where the loader promises order) or each epoch's samples
+  once (exactly_once);
+* ``trainer_resume`` under the ``veomni`` trainer model (``trainers._veomni_run``: VeOmni's own loop, its
+  ``train_steps`` bound and its resume arithmetic), preempted after the example's steps, judged as
+  ``trainers.judge`` judges it: step for step where the loader promises order, each epoch's samples otherwise;
+* ``epoch_reshuffle`` (``loader_props.check_epoch_reshuffle``): the same loader with persistent and non-persistent
+  workers, each epoch compared, consecutive epochs told apart, and a fresh loader told ``set_epoch`` of the last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import corpus
+from . import loader_props as L
+from .loader_suite import promises_order
+from .repro_code import (
+    EPOCH_IDS,
+    ReproError,
+    close_lines,
+    each_epoch_once,
+    header,
+    judge_exact,
+    judge_per_epoch,
+    schedule_loop,
+)
+from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
+from .targets import resolve
+
+#: the properties a loader script is written for, and the trainer models whose loops it inlines for each
+SCHEDULE_TRAINERS = {"loader_resume": ("adversarial",), "exactly_once": ("adversarial",),
+                     "trainer_resume": ("veomni",), "epoch_reshuffle": ("adversarial",)}
+
+
+def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
+    """The scenario, component and ``ReproSetup`` of a loader entry, or the ReproError that says why none."""
+    prop = entry["property"]
+    if (entry.get("example") or {}).get("format") != LOADER_FORMAT:
+        raise ReproError(f"{path}: {prop} is written for loader examples ({LOADER_FORMAT}) only")
+    try:
+        sc = decode_loader_scenario(entry["example"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReproError(f"{path}: not a loader example ({e})") from None
+    target = resolve(entry["target"])
+    if target.unavailable:
+        raise ReproError(f"{path}: target {entry['target']!r} is unavailable here: {target.unavailable}")
+    component = target.component(entry["component"])
+    setup = getattr(component, "repro_setup", None)
+    # a repro_setup renders the construction of its own module's make_loader; a component whose make_loader was
+    # replaced (a wrapper that changes what is built: the documented VeOmni target's drop_last=False) is not it
+    if setup is not None and getattr(component.make_loader, "__module__", None) != setup.__module__:
+        raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} builds its loader "
+                         f"with {component.make_loader.__module__}'s make_loader, not the construction its repro_setup "
+                         f"renders ({setup.__module__}); write the script from the entry on the target that "
+                         "renders it, or replay it instead: " + corpus.replay_command(path))
+    if setup is None:
+        raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
+                         "standalone loader; loader components that do: veomni's loader:main, loader:worker and "
+                         "loader:multisource (and the stream components of litdata and hf-iterable)")
+    # trainer_resume runs the loader without the adversarial schedule's checkpoint on resume (loader_suite)
+    seen = dataclasses.replace(sc, checkpoint_on_resume=False) if prop == "trainer_resume" else sc
+    why = component.unsupported(seen) or component.skip.get(prop)
+    if why:
+        raise ReproError(f"{path}: {component.name} does not run this example under {prop}: {why}")
+    try:
+        code = setup(sc)
+    except ValueError as e:
+        raise ReproError(f"{path}: {e}") from None
+    return sc, component, code
+
+
+def _judge_loader_once(sc: LoaderScenario) -> str:
+    """``loader_props.check_exactly_once`` over the resumed run: each epoch no sample twice and, on one rank,
+    every sample of the dataset (on one of several ranks the shard is the sampler's: only 'at most once')."""
+    if sc.dp_size == 1:
+        head = f"ALL = set(range({sc.num_samples}))  # each epoch: every sample, once"
+    else:
+        head = "ALL = None  # a DP rank's share is its sampler's to choose: only 'at most once' is judged"
+    return each_epoch_once([head], "[sid for ee, step in resumed if ee == e for mb in step for sid in mb]",
+                            sc.dp_size, ["twice", "foreign", "lost"], "",
+                            "first difference: epoch {e}: {sorted(twice)} twice, {sorted(foreign)} foreign, "
+                            "{sorted(lost)} left out")
+
+
+def _write_schedule(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
+    """A loader example of loader_resume or exactly_once under the adversarial schedule (``run_schedule``), judged
+    as ``loader_suite`` judges it; the epoch-end restores ``with_boundary_restores`` adds are computed here, by the
+    harness's own run, and written as literals."""
+    prop = entry["property"]
+    at_end = ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
+    ordered = prop == "loader_resume" and (component.promises_order if sc.in_order
+                                           else component.promises_order_under_out_of_order)
+    if ordered:
+        if component.signature is not None:
+            raise ReproError(f"{path}: {component.name} compares a signature of each step, not its ids: "
+                             "a script compares ids only")
+        plain, with_ends = L.with_boundary_restores(component.make_loader, sc, ids_of=component.ids_of or
+                                                    L.default_ids_of, codec=component.state_codec)
+        points = list(with_ends.checkpoints)
+        ends = L.epoch_boundaries(plain)
+        schedule = (f"uninterrupted = run([])\nresumed = run({points}{at_end})  # as drawn, {list(sc.checkpoints)}, and "
+                    f"at the uninterrupted run's epoch ends, {ends}\n")
+        judge = judge_exact("step")
+    else:
+        points = list(sc.checkpoints)
+        schedule = f"uninterrupted = run([])\nresumed = run({points}{at_end})\n"
+        judge = _judge_loader_once(sc)
+    view = dataclasses.replace(sc, checkpoints=tuple(points))
+    loop = schedule_loop(view, code.ids, code.epoch_hook, close="def close(" not in code.code, unit="step")
+    stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
+    # the schedule is the only one written for loader examples (the adversarial one): the script's loop says it
+    body = [header(entry, code.library, path, None), "", *stdlib, "", *code.imports, "", f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "",
+            schedule.rstrip(), judge.rstrip()]
+    return "\n".join(body) + "\n"
+
+
+def _closer(sc: LoaderScenario, code: Any) -> list[str]:
+    """``close(loader)``: the setup's own where it writes one (a runtime with a step generator), else the plain one."""
+    return [] if "def close(" in code.code else close_lines(sc)
+
+
+def _write_veomni(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
+    """``trainer_resume`` under ``trainers._veomni_run``: VeOmni's loop with its ``train_steps`` bound (the component's
+    ``steps_per_epoch``, a literal), a checkpoint after every step and at each epoch's end unless just saved, and its
+    resume arithmetic; the uninterrupted and the preempted runs judged as ``trainers.judge`` judges them."""
+    if code.epoch_hook is None:
+        raise ReproError(f"{path}: VeOmni's loop calls set_epoch before each epoch; {component.name} renders none")
+    ordered = promises_order(component, sc.in_order)
+    if ordered and component.signature is not None:
+        raise ReproError(f"{path}: {component.name} compares a signature of each step, not its ids: "
+                         "a script compares ids only")
+    kills = sorted({k for k in sc.checkpoints if k > 0})
+    save = "pickle.loads(pickle.dumps(loader.state_dict()))"
+    loop = _closer(sc, code) + [
+        "def run(kills):",
+        '    """VeOmni\'s loop as released (trainer/base.py train; callbacks/checkpoint_callback.py; a fix to the loop',
+        "    itself is made to this copy too), a job killed after a global step in kills resumed from its last",
+        '    checkpoint. Returns what was trained: (epoch, ids) per step."""',
+        "    trained, kills, checkpoint, step, start_epoch, start_step, loader = [], list(kills), None, 0, 0, 0, make()",
+        "    while True:", "        killed, saved = False, -1", "        for epoch in range(start_epoch, EPOCHS):",
+        f"            {code.epoch_hook}", "            it = iter(loader)",
+        "            for _ in range(start_step, TRAIN_STEPS):",
+        "                step += 1  # before next(): an exhausted iterator still counts a step",
+        "                if (batch := next(it, None)) is None:", "                    break",
+        f"                trained.append((step, epoch, {code.ids}))",
+        f"                checkpoint, saved = (step, {save}), step",
+        "                if kills and step >= kills[0]:  # preempted right after this step",
+        "                    kills, killed = kills[1:], True", "                    break",
+        "            if killed:", "                break", "            it = None",
+        "            if saved != step:  # the epoch-end checkpoint",
+        f"                checkpoint, saved = (step, {save}), step", "            start_step = 0",
+        "        if not killed:", "            return [(e, b) for _, e, b in trained]",
+        *(["        it = None", "        close(loader)"] if sc.num_workers else []),
+        "        step, state = checkpoint", "        loader = make()", "        loader.load_state_dict(state)",
+        "        start_epoch, start_step = divmod(step, TRAIN_STEPS)  # VeOmni's resume arithmetic",
+        "        trained = [t for t in trained if t[0] <= step]  # the steps after the checkpoint are redone",
+        "        if start_step == 0:", "            iter(loader)  # VeOmni's resume starts the epoch's iterator at once"]
+    judge = judge_exact("step") if ordered else judge_per_epoch()
+    judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
+    bound = component.steps_per_epoch(sc)
+    body = [header(entry, code.library, path, f"trainer model 'veomni', preempted after global steps {kills}"), "",
+            *[f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})], "", *code.imports, "",
+            f"EPOCHS, TRAIN_STEPS = {sc.epochs}, {bound}  # TRAIN_STEPS: VeOmni's train_steps, the steps of an epoch",
+            code.code.rstrip(), "", "\n".join(loop), "",
+            f"uninterrupted = run([])\npreempted = run({kills})", judge.rstrip()]
+    return "\n".join(body) + "\n"
+
+
+def _write_reshuffle(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
+    """``epoch_reshuffle``: the loader built with persistent and with non-persistent workers (``make()`` rendered
+    once, its ``persistent_workers`` argument read from a global), each epoch compared, consecutive epochs told
+    apart, and a fresh loader told ``set_epoch`` of the last epoch against the run that reached it."""
+    if code.epoch_hook is None:
+        raise ReproError(f"{path}: a fresh loader is told set_epoch(e); {component.name} renders no set_epoch")
+    if sc.warmup_steps:
+        raise ReproError(f"{path}: with warm-up steps the property compares a run without them, which the script does "
+                         f"not write; replay it instead: {corpus.replay_command(path)}")
+    built = component.repro_setup(dataclasses.replace(sc, persistent_workers=True, checkpoints=()))
+    if built.code.count("persistent_workers=True") != 1:
+        raise ReproError(f"{path}: {component.name}'s rendered loader does not name persistent_workers once")
+    setup = built.code.replace("persistent_workers=True", "persistent_workers=PERSISTENT")
+    last = sc.epochs - 1
+    run = ["def run(first=0):",
+           '    """Epochs first.. as a trainer runs them: a fresh loader, told set_epoch before each epoch."""',
+           "    steps, loader = [], make()", "    for epoch in range(first, EPOCHS):", f"        {code.epoch_hook}",
+           "        for batch in loader:", f"            steps.append((epoch, {code.ids}))", "    return steps"]
+    judge = [EPOCH_IDS.rstrip(), "",
+             "PERSISTENT = True", "persistent = run()", "PERSISTENT = False", f"fresh, late = run(), run({last})",
+             "print(f'persistent:     {persistent}\\nnon-persistent: {fresh}')",
+             "for e in range(EPOCHS):", "    a, b = epoch_ids(persistent, e), epoch_ids(fresh, e)",
+             "    if a != b:  # an epoch's order is the same whether the workers persist or not",
+             "        print(f'first difference: epoch {e}: persistent {a} vs non-persistent {b}')", "        sys.exit(1)",
+             "    if e and a == epoch_ids(persistent, e - 1):  # set_epoch reshuffles",
+             "        print(f'first difference: epoch {e} replays epoch {e - 1}: {a}')", "        sys.exit(1)",
+             f"if epoch_ids(late, {last}) != epoch_ids(fresh, {last}):  # the order is a function of (seed, epoch)",
+             f"    print(f'first difference: a fresh loader told set_epoch({last}) delivered {{epoch_ids(late, {last})}}')",
+             "    sys.exit(1)", "sys.exit(0)"]
+    body = [header(entry, code.library, path, "persistent and non-persistent workers"), "",
+            *[f"import {m}" for m in sorted({"sys", *code.stdlib})], "", *code.imports, "",
+            f"EPOCHS = {sc.epochs}", setup.rstrip(), "", "\n".join(run), "", "\n".join(judge)]
+    return "\n".join(body) + "\n"
+
+
+def write_loader(entry: dict[str, Any], path: str) -> str:
+    """The script for a loader example (``plan`` says why none where it cannot be written)."""
+    sc, component, code = plan(entry, path)
+    writer = {"trainer_resume": _write_veomni, "epoch_reshuffle": _write_reshuffle}.get(entry["property"],
+                                                                                     _write_schedule)
+    return writer(entry, path, sc, component, code)
