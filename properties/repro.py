@@ -8,8 +8,9 @@ and the standard library, never this project. It inlines three things as plain c
   the expression of a batch's sample ids, the statement run before each epoch);
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario
   (checkpoints after given batch counts, at epoch ends, an early break, a checkpoint on resume), with
-  only the parts the example uses, or a trainer model's loop: ``torchdata``'s (``trainers._torchdata_run``) or
-  ``lightning-steps``' over a sized loader without ``limit_train_batches`` (``trainers._lightning_run``);
+  only the parts the example uses, or a trainer model's loop: ``torchdata``'s (``trainers._torchdata_run``),
+  ``lightning-steps``' over a sized loader without ``limit_train_batches`` (``trainers._lightning_run``) or
+  ``torchtitan``'s (``trainers._torchtitan_run``);
 * the property's judgement: step for step, once per epoch, exactly once with the documented loss, or each
   source of a mixture at its weight (``stream_props.mixture_deviation``).
 
@@ -19,7 +20,8 @@ script to the harness: the batches it prints are the harness's own runs of the s
 
 Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
-under torchdata's or Lightning's (every-step checkpoints); loader examples (VeOmni's) are written by
+under torchdata's, Lightning's (every-step checkpoints) or torchtitan's (its overlay; the component's
+``training_steps``); loader examples (VeOmni's) are written by
 ``properties.repro_loader``, the pieces both share are in ``properties.repro_code``. Anything else is refused with
 what is supported (the hand-written scripts under ``studies/*/repros/`` cover the rest of what is committed).
 """
@@ -57,7 +59,7 @@ STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "
 LOADER_PROPERTIES = tuple(LOADER_TRAINERS)
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
-                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps"),
+                     "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
                      **LOADER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
@@ -119,6 +121,36 @@ def _lightning_steps_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) 
               "    return trained"]
     return "\n".join(lines)
 
+
+
+def _torchtitan_loop(sc: StreamScenario, ids: str, steps: int | None) -> str:
+    """``trainers._torchtitan_run``: torchtitan's Trainer.train, one lazy ``iter()`` per job, ``training.steps`` steps
+    (``steps``; None: until the data runs out, which ends training without a save), a DCP checkpoint after every step
+    but the last, and a restart that loads it (DCP asks for ``state_dict()`` first, as a template)."""
+    lines = close_lines(sc)
+    lines += ["def run(kills):",
+              '    """torchtitan\'s Trainer.train (trainer.py) and checkpointer (interval 1): a job killed after a step in',
+              '    kills restarts from its last checkpoint. Returns what was trained: (0, ids) per step (no epochs)."""',
+              "    trained, kills, checkpoint, step, loader = [], list(kills), None, 0, make()",
+              "    while True:", "        it, killed = None, False",
+              "        while " + ("step < STEPS:" if steps else "True:  # a finite loader: until the data runs out"),
+              "            step += 1", "            it = iter(loader) if it is None else it  # at the first next()",
+              "            if (batch := next(it, None)) is None:",
+              "                break  # 'Ran out of data; last step was canceled.': neither trained nor saved",
+              f"            trained.append((step, 0, {ids}))",
+              *(["            if step != STEPS:  # the last step's save holds the model only"] if steps else []),
+              ("                " if steps else "            ") + "checkpoint = (step, pickle.dumps(loader.state_dict()))",
+              "            if kills and step >= kills[0]:  # preempted right after this step",
+              "                kills, killed = kills[1:], True", "                break",
+              "        if not killed:", "            return [(e, b) for _, e, b in trained]",
+              *(["        it = None", "        close(loader)"] if sc.num_workers else []),
+              "        loader = make()",
+              *(["        if checkpoint is None:  # one step: its save held the model only",
+                 "            trained, step = [], 0", "            continue"] if steps == 1 else []),
+              "        step, blob = checkpoint", "        trained = [t for t in trained if t[0] <= step]",
+              "        loader.state_dict()  # DCP's load asks for the state first, as a template",
+              "        loader.load_state_dict(pickle.loads(blob))"]
+    return "\n".join(lines)
 
 
 def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
@@ -224,8 +256,11 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
             raise ReproError(f"{path}: a weighted mixture has no len(), and the lightning-steps loop is written for "
                              f"sized loaders so far; replay it instead: {corpus.replay_command(path)}")
     if prop == "stream_trainer_resume":
-        loop = (_lightning_steps_loop if trainer == "lightning-steps" else _torchdata_loop)(sc, code.ids,
-                                                                                          code.epoch_hook)
+        if trainer == "torchtitan":
+            loop = _torchtitan_loop(sc, code.ids, component.training_steps(sc) if component.training_steps else None)
+        else:
+            loop = (_lightning_steps_loop if trainer == "lightning-steps" else _torchdata_loop)(sc, code.ids,
+                                                                                              code.epoch_hook)
         judge = judge_exact() if level == "exact" else judge_per_epoch()
         judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
         schedule = f"uninterrupted = run([])\npreempted = run({list(trainer_kills(sc))})\n"
@@ -251,9 +286,18 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     described = ("the harness's adversarial schedule" if trainer == "adversarial"
                  else f"trainer model {trainer!r}, preempted after global steps {list(trainer_kills(sc))}")
     body = [header(entry, code.library, path, described), "", *stdlib, "", *sorted(code.imports), "",
-            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "", schedule.rstrip(), judge.rstrip()]
+            _bound(sc, component, trainer), code.code.rstrip(), "", loop, "", schedule.rstrip(), judge.rstrip()]
     return "\n".join(body) + "\n"
 
+
+
+def _bound(sc: StreamScenario, component: Any, trainer: str) -> str:
+    """The run's length: its epochs, or under torchtitan (no epochs) its training.steps."""
+    if trainer != "torchtitan":
+        return f"EPOCHS = {sc.epochs}"
+    steps = component.training_steps(sc) if component.training_steps else None
+    return (f"STEPS = {steps}  # torchtitan's training.steps" if steps
+            else "# torchtitan's training.steps: more than the data holds (a finite loader ends training)")
 
 
 def write_file(path: str, *, trainer: str | None = None) -> str:

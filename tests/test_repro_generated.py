@@ -30,8 +30,6 @@ import pytest
 
 from properties import cli, corpus, repro
 from properties import loader_props as L
-from properties import stream_props as S
-from properties import stream_suite as SS
 from properties import trainers as T
 from properties.scenarios import decode_loader_scenario
 from properties.stream_scenarios import decode_stream_scenario
@@ -40,6 +38,7 @@ from studies.hf_datasets import adapter as hf_iterable
 from studies.litdata import adapter as litdata_target
 from studies.veomni import PINNED
 from studies.veomni import loaders as veomni_loaders
+from tests.repro_harness import harness_runs
 from tests.test_hf_conformance import RACES
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
@@ -74,29 +73,6 @@ def run_script(script: Path, cwd: Path, pythonpath: str | None = None) -> subpro
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def harness_runs(entry: dict) -> tuple[list, list] | str:
-    """The harness's uninterrupted and resumed runs of the entry's example, or the crash as text."""
-    sc = decode_stream_scenario(entry["example"])
-    component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
-    if entry["property"] != "stream_trainer_resume":
-        sc = SS.judged(component, sc, entry["property"])
-    kw = dict(ids_of=component.ids_of, codec=component.state_codec)
-    if entry["property"] == "stream_trainer_resume":
-        name = "lightning-steps" if "under trainer 'lightning-steps'" in entry["message"] else "torchdata"
-        trainer, kills = T.get(name), SS.trainer_kills(sc)
-        runs = [trainer.run(component.make_loader, sc, preempt_after=k, **SS.trainer_kw(component, name, sc))
-                for k in ((), kills)]
-        # one micro-batch a step: the script prints its ids flat
-        return tuple([(e, mbs[0]) for e, mbs in t.steps] for t in runs)
-    try:
-        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
-        schedule = S.with_boundaries(sc, plain) if entry["property"] in ("stream_resume", "stream_mixture") else sc
-        resumed = S.run_stream(component.make_loader, schedule, epoch_end=component.epoch_end_convention(sc), **kw)
-        return plain.steps, resumed.steps
-    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
-        return f"{type(e).__name__}: {e}"
 
 
 def printed(stdout: str, label: str) -> list:
@@ -183,7 +159,7 @@ def test_trainer_outside_the_written_loops_is_a_usage_error(capsys):
         cli.main(["repro", str(PINS[0][1]), "--trainer", "lightning"])
     assert e.value.code == 2
     assert "invalid choice: 'lightning'" in capsys.readouterr().err
-    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps, veomni"):
+    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps, torchtitan, veomni"):
         repro.write(corpus.load(PINS[0][1]), trainer="lightning")
     # a stream_resume pin asked for under a trainer loop is refused naming the one written for its property
     with pytest.raises(repro.ReproError, match="trainer 'torchdata'.*allowed values: adversarial.*replay"):
@@ -357,3 +333,50 @@ def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
         script.write_text(repro.write(corpus.load(path), path=str(path)))
         done = run_script(script, tmp_path, str(patched))
         assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+# ---- torchtitan's findings under its own loop (trainers._torchtitan_run), in torchtitan's overlay ----
+
+TORCHTITAN_PINS = {"T1": STUDIES / "torchtitan" / "pins" / "t1-minimal-map.json",   # one worker
+                   "T4": STUDIES / "torchtitan" / "pins" / "t4-minimal-map-finite.json"}   # a finite loader
+#: run in the overlay (torchtitan needs datasets < 4.8): each pin's script as written and the harness's own runs
+_IN_OVERLAY = """
+import json, sys
+from properties import corpus, repro
+from tests.repro_harness import harness_runs
+out = {}
+for finding, path in json.loads(sys.argv[1]).items():
+    entry = corpus.load(path)
+    out[finding] = {"text": repro.write(entry, path=path), "runs": harness_runs(entry)}
+print(json.dumps(out))
+"""
+
+
+def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_with_the_diffs(tmp_path):
+    from properties.targets.overlay import TORCHTITAN
+    from studies.torchtitan import PATCH_SETS
+
+    if not TORCHTITAN.installed():
+        pytest.skip(f"torchtitan's overlay is not installed ({TORCHTITAN.install})")
+    env = TORCHTITAN.env_for_subprocess()
+    done = subprocess.run([sys.executable, "-c", _IN_OVERLAY, json.dumps({k: str(p) for k, p in TORCHTITAN_PINS.items()})],
+                          env=env, cwd=STUDIES.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = json.loads(done.stdout.strip().splitlines()[-1])
+    patch_set = PATCH_SETS[0]
+    fixed = os.pathsep.join(patch_set.import_path(patch_set.build()))
+    for finding, got in written.items():
+        text = got["text"]
+        assert imported_roots(text) <= STDLIB | {"torchtitan", "datasets"}, imported_roots(text) - STDLIB
+        assert f"studies/torchtitan/patches/{finding}.diff" in " ".join(text.split())
+        script = tmp_path / f"{finding}.py"
+        script.write_text(text)
+        released = run_script(script, tmp_path, env["PYTHONPATH"].split(os.pathsep)[0])
+        assert released.returncode == 1, released.stdout + released.stderr[-2000:]
+        plain, preempted = ([(e, tuple(ids)) for e, ids in run] for run in got["runs"])   # JSON made them lists
+        assert plain != preempted   # the pin still fails on the release, in the harness
+        assert [tuple(s) for s in printed(released.stdout, "uninterrupted")] == plain, released.stdout
+        assert [tuple(s) for s in printed(released.stdout, "preempted")] == preempted, released.stdout
+        if finding == "T4":   # no workers: the diffs' copy, first on the path, trains what the uninterrupted job does
+            patched = run_script(script, tmp_path, fixed)
+            assert patched.returncode == 0, patched.stdout + patched.stderr[-2000:]

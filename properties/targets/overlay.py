@@ -103,9 +103,9 @@ OVERLAYS: dict[str, Overlay] = {name: o for o in (TORCHTITAN, VEOMNI) for name i
 
 
 def target_of(args: Any) -> str | None:
-    """The target a parsed command runs (a replay's: the one its file names, unless --target says)."""
+    """The target a parsed command runs (a replay's or a repro's: the one its file names, unless --target says)."""
     name = getattr(args, "target", None)
-    if name is None and getattr(args, "command", None) == "replay" and getattr(args, "file", None):
+    if name is None and getattr(args, "command", None) in ("replay", "repro") and getattr(args, "file", None):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             with open(args.file) as f:
                 name = json.load(f).get("target")

@@ -45,7 +45,7 @@ from properties.stream_scenarios import StreamScenario
 from properties.targets import overlay as _overlay
 from properties.targets.base import Target
 from properties.targets.scratch import scratch_root
-from properties.targets.stream import StreamComponent
+from properties.targets.stream import ReproSetup, StreamComponent
 
 VERSION = "0.3.0"
 DATASETS_PIN = "4.7.0"
@@ -213,6 +213,41 @@ def ids_of(batch: Any) -> tuple:
     return tuple(int(x) for x in inputs["input"].reshape(-1).tolist())
 
 
+def repro_setup(sc: StreamScenario, *, form: str, infinite: bool) -> ReproSetup:
+    """``build`` as standalone code (``properties.repro``): the local dataset written to a temporary directory and
+    registered in torchtitan's DATASETS as ``register`` does, the id tokenizer, and the Config's ``build``, the
+    scenario's values as literals. Its ``make()`` loads the dataset each time (the harness once per process: the
+    same rows)."""
+    from properties.stream_scenarios import sample_id
+
+    n = sc.sources[0]
+    if [sample_id(0, i) for i in range(n)] != list(range(n)):
+        raise ValueError("the script names sample i by its row: the first source's ids must be 0..n-1")
+    load = 'load_dataset(p, split="train", cache_dir=f"{ROOT}/cache")'
+    if form != "map":
+        load += f".to_iterable_dataset(num_shards={num_shards(sc)})  # as torchtitan's checkpointing test streams c4"
+    persistent = sc.persistent_workers and sc.num_workers > 0
+    code = [f"K = {[tokens_per_sample(sc.seed, i) for i in range(n)]}  # sample i encodes to BOS, K[i] copies of i, EOS",
+            "ROOT = tempfile.mkdtemp()  # a local JSON-lines dataset (c4_test's form): row i's text is str(i)",
+            'os.makedirs(f"{ROOT}/data")', 'with open(f"{ROOT}/data/train.jsonl", "w") as f:',
+            f"    f.writelines(json.dumps({{'text': str(i)}}) + '\\n' for i in range({n}))",
+            "text_datasets.DATASETS['tt'] = DatasetConfig(path='', sample_processor=lambda s: s['text'], loader=lambda p: (",
+            f"    {load}))", "",
+            "class Tokenizer:  # the one method torchtitan's text dataset calls",
+            "    def encode(self, text, add_bos=True, add_eos=True):",
+            "        return [-1] * add_bos + [int(text)] * K[int(text)] + [-2] * add_eos", "",
+            "def make():  # as torchtitan's Trainer builds config.dataloader",
+            f"    config = text_datasets.HuggingFaceTextDataLoader.Config(dataset='tt', dataset_path=f'{{ROOT}}/data', "
+            f"infinite={infinite},",
+            f"                                                            num_workers={sc.num_workers}, "
+            f"persistent_workers={persistent})",
+            f"    return config.build(dp_world_size={sc.dp_size}, dp_rank={sc.dp_rank}, tokenizer=Tokenizer(), "
+            f"seq_len={seq_len_of(sc)}, local_batch_size={sc.batch_size})"]
+    return ReproSetup(f"torchtitan {lib().version}", ("json", "os", "tempfile"),
+                      ("from datasets import load_dataset", "from torchtitan.hf_datasets import DatasetConfig, text_datasets"),
+                      "\n".join(code), "tuple(int(x) for x in batch[0]['input'].reshape(-1).tolist())")
+
+
 def inputs_per_pass(sc: StreamScenario) -> int:
     """Input tokens one pass over the rank's data feeds the packer (each sample: BOS and its k tokens)."""
     from properties.stream_scenarios import sample_id
@@ -259,7 +294,8 @@ def component(form: str, infinite: bool) -> StreamComponent:
         name=f"stream:torchtitan-{form}{suffix}", make_loader=functools.partial(_make, form=form, infinite=infinite),
         ids_of=ids_of, state_codec="pickle", resume_promise=lambda sc: ("exact", EXACT), mixes=("single",),
         max_workers=2, batch_sizes=(1, 2, 3), drop_last=(False,), shuffle=(False,), dp=False, break_early=False,
-        knob_notes=NOTES, skip=SKIP, trainers=("torchtitan",), training_steps=steps)
+        knob_notes=NOTES, skip=SKIP, trainers=("torchtitan",), training_steps=steps,
+        repro_setup=functools.partial(repro_setup, form=form, infinite=infinite))
 
 
 def _make(sc: StreamScenario, *, form: str, infinite: bool) -> TorchtitanLoader:

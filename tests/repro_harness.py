@@ -1,0 +1,36 @@
+"""The harness's own runs of a saved stream example, which a script written by ``python -m properties repro`` must
+print (tests/test_repro_generated.py). Imports only the suite, so a subprocess in a library's overlay (torchtitan's)
+can compute them too."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from properties import stream_props as S
+from properties import stream_suite as SS
+from properties import trainers as T
+from properties.stream_scenarios import decode_stream_scenario
+from properties.targets import resolve
+
+
+def harness_runs(entry: dict) -> tuple[list, list] | str:
+    """The harness's uninterrupted and resumed runs of the entry's example, or the crash as text."""
+    sc = decode_stream_scenario(entry["example"])
+    component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
+    if entry["property"] != "stream_trainer_resume":
+        sc = SS.judged(component, sc, entry["property"])
+    kw = dict(ids_of=component.ids_of, codec=component.state_codec)
+    if entry["property"] == "stream_trainer_resume":
+        name = next((t for t in ("lightning-steps", "torchtitan") if T.under_trainer(t) in entry["message"]), "torchdata")
+        trainer, kills = T.get(name), SS.trainer_kills(sc)
+        runs = [trainer.run(component.make_loader, sc, preempt_after=k, **SS.trainer_kw(component, name, sc))
+                for k in ((), kills)]
+        # one micro-batch a step: the script prints its ids flat
+        return tuple([(e, mbs[0]) for e, mbs in t.steps] for t in runs)
+    try:
+        plain = S.run_stream(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
+        schedule = S.with_boundaries(sc, plain) if entry["property"] in ("stream_resume", "stream_mixture") else sc
+        resumed = S.run_stream(component.make_loader, schedule, epoch_end=component.epoch_end_convention(sc), **kw)
+        return plain.steps, resumed.steps
+    except Exception as e:  # noqa: BLE001 - a crashed worker raises whatever the library raised
+        return f"{type(e).__name__}: {e}"
