@@ -48,6 +48,8 @@ from .repro_code import (
 )
 from .repro_loader import SCHEDULE_TRAINERS as LOADER_TRAINERS
 from .repro_loader import plan, write_loader
+from .repro_packer import SCHEDULE_TRAINERS as PACKER_TRAINERS
+from .repro_packer import write_packer
 from .stream_scenarios import StreamScenario, decode_stream_scenario
 from .stream_suite import judged, trainer_kills
 from .targets import resolve
@@ -57,10 +59,11 @@ from .trainers import under_trainer
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
 STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume")
 LOADER_PROPERTIES = tuple(LOADER_TRAINERS)
-PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES
+PACKER_PROPERTIES = tuple(PACKER_TRAINERS)
+PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES + PACKER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
                      "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
-                     **LOADER_TRAINERS}
+                     **LOADER_TRAINERS, **PACKER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
            "write", "write_file"]
@@ -219,6 +222,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     trainer = _trainer_of(entry, prop, trainer, path)
     if prop in LOADER_PROPERTIES:
         return write_loader(entry, path)
+    if prop in PACKER_PROPERTIES:
+        return write_packer(entry, path)
     try:
         sc = decode_stream_scenario(entry["example"])
     except (KeyError, TypeError, ValueError) as e:

@@ -147,7 +147,7 @@ def test_unsupported_entries_are_refused_naming_what_is_supported(capsys):
     assert cli.main(["repro", str(epochs)]) == 2
     err = capsys.readouterr().err
     assert "property 'stream_trainer_epochs'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
-    packer = next(p for p in sorted(REGRESSIONS.glob("budget-packer-*.json")))
+    packer = next(p for p in sorted(REGRESSIONS.glob("conservation-packer-*.json")))   # a packer property not written
     assert cli.main(["repro", str(packer)]) == 2
     assert "stream_resume" in capsys.readouterr().err
     assert cli.main(["repro", "no-such-file.json"]) == 2
@@ -380,3 +380,37 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
         if finding == "T4":   # no workers: the diffs' copy, first on the path, trains what the uninterrupted job does
             patched = run_script(script, tmp_path, fixed)
             assert patched.returncode == 0, patched.stdout + patched.stderr[-2000:]
+
+
+# ---- VeOmni's packer (TextBatchingStrategy) under the budget property ----
+
+def test_packer_script_fails_on_the_release_prints_the_harness_cuts_and_passes_with_the_diffs(tmp_path):
+    from properties import packer_props as P
+    from properties.scenarios import decode_packer_example
+    from studies.veomni.fixes import VEOMNI
+
+    if not veomni_loaders.available():
+        pytest.skip(veomni_loaders.MISSING)
+    path = REGRESSIONS / PINNED["V11"]
+    entry = corpus.load(path)
+    text = repro.write(entry, path=str(path))
+    assert imported_roots(text) <= STDLIB | {"veomni"} and len(text.splitlines()) <= 60
+    script = tmp_path / "V11.py"
+    script.write_text(text)
+    released = run_script(script, tmp_path)
+    assert released.returncode == 1, released.stdout + released.stderr[-2000:]
+    ex = decode_packer_example(entry["example"])
+    component = resolve(entry["target"]).component(entry["component"])
+    run = P.drive(lambda: component.make_packer(ex.config, ex.gate), ex.config, ex.stream, json_roundtrip=False)
+    assert [tuple(ids) for ids in printed(released.stdout, "micro-batches")] == run.batches(), released.stdout
+    fixed = run_script(script, tmp_path, str(VEOMNI.build(("V11",))))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr[-2000:]
+
+
+def test_packer_entries_the_script_does_not_model_are_refused():
+    entry = corpus.load(REGRESSIONS / PINNED["V11"])
+    with_restores = {**entry, "example": {**entry["example"], "restore_after": [0]}}
+    with pytest.raises(repro.ReproError, match="without restores so far"):
+        repro.write(with_restores, path="x.json")
+    with pytest.raises(repro.ReproError, match="renders no standalone packer"):
+        repro.write({**entry, "target": "dynbsz"}, path="x.json")

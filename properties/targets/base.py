@@ -25,7 +25,7 @@ from dynbsz.config import PackerConfig
 from ..packer_props import ProgressBound
 from ..registry import KINDS
 from ..trainers import TRAINERS, needs_epoch_bound
-from .repro_setup import ReproSetup
+from .repro_setup import PackerReproSetup, ReproSetup
 
 
 class TargetError(ValueError):
@@ -83,6 +83,9 @@ class PackerComponent(Component):
                                     documented rule does (None: the gate spec's rule; an unknown gate kind
                                     gets ``ProgressBound()``'s default): the progress, bounded_buffer and
                                     bounded_wait properties hold it to that
+    repro_setup(config, gate_spec)  the packer ``make_packer`` builds as standalone code for
+                                    ``properties.repro_packer`` (a ``targets.repro_setup.PackerReproSetup``;
+                                    None: no script is written for this packer's examples)
     """
 
     make_packer: MakePacker
@@ -95,6 +98,7 @@ class PackerComponent(Component):
     documented_rule: bool = False
     accepts_gates: bool = True
     progress: ProgressBound | None = None
+    repro_setup: Callable[[PackerConfig, dict], PackerReproSetup] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

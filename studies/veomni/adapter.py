@@ -8,10 +8,35 @@ from typing import Any
 from dynbsz.config import PackerConfig
 from properties.targets.base import PackerComponent, Target
 from properties.targets.builtin import fixed_specs
+from properties.targets.repro_setup import PackerReproSetup
 
 from . import loaders
 
 MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
+
+
+def repro_packer(config: PackerConfig, spec: dict[str, Any]) -> PackerReproSetup:
+    """``dynbsz.compat.veomni``'s ``make_strategy`` and ``VeOmniPacker``'s calls as standalone code (the
+    ``PackerReproSetup`` functions), the config's values as literals."""
+    if config.overlong != "emit_alone":
+        raise ValueError(f"VeOmni's TextBatchingStrategy only knows overlong='emit_alone', got {config.overlong!r}")
+    code = ["class Ids:  # VeOmni reads only input_ids.shape[-1] (it drops a sample of one token or none)",
+            "    def __init__(self, n):", "        self.shape = (n,)", "",
+            f"strategy = TextBatchingStrategy(token_micro_bsz={config.budget}, buffer_size={spec['buffer_size']}, "
+            f"bsz_warmup_steps={config.warmup_steps},",
+            f"                                bsz_warmup_init_mbtoken={config.warmup_init_tokens}, "
+            f"physical_token_cap={config.physical_cap},",
+            "                                get_length_fn=lambda s: s['tokens'], "
+            "get_physical_length_fn=lambda s: s['physical'])",
+            "ready, empty = strategy.is_ready_for_micro_batch, strategy.empty", "",
+            "def put(sid, tokens, physical):  # a sample: the strategy reads its lengths through the functions above",
+            "    strategy.put_item({'id': sid, 'tokens': tokens, 'physical': physical, 'input_ids': Ids(physical)})", "",
+            "def cut(step):  # the next micro-batch of optimizer step `step`, and the budget it was cut against",
+            "    items = strategy.get_micro_batch(step)",
+            "    return ([i['id'] for i in items], [i['tokens'] for i in items], [i['physical'] for i in items],",
+            "            strategy.get_cur_token_micro_bsz())"]
+    return PackerReproSetup("VeOmni 0.1.12", ("from veomni.data.dynamic_batching import TextBatchingStrategy",),
+                            "\n".join(code))
 
 
 def target() -> Target:
@@ -31,7 +56,7 @@ def target() -> Target:
     # (deep-copied), as DynamicBatchSizeDataLoader keeps it.
     component = PackerComponent(name="packer", kind="packer", make_packer=make, gate_specs=fixed_specs,
                                 overlong=("emit_alone",), empty=("emit_alone",), json_state=False,
-                                accepts_gates=False)
+                                accepts_gates=False, repro_setup=repro_packer)
 
     if not loaders.available():  # the data modules import more of VeOmni than the packer does
         return Target(name="veomni", description=description + "; its loaders are not importable here",
