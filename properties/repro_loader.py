@@ -18,6 +18,7 @@ Three kinds of script, each the harness's own run written out:
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from . import corpus
@@ -38,7 +39,8 @@ from .targets import resolve
 
 #: the properties a loader script is written for, and the trainer models whose loops it inlines for each
 SCHEDULE_TRAINERS = {"loader_resume": ("adversarial",), "exactly_once": ("adversarial",),
-                     "trainer_resume": ("veomni",), "epoch_reshuffle": ("adversarial",)}
+                     "trainer_resume": ("veomni",), "epoch_reshuffle": ("adversarial",),
+                     "dp_step_counts": ("adversarial",)}
 
 
 def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
@@ -210,9 +212,47 @@ def _write_reshuffle(entry: dict[str, Any], path: str, sc: LoaderScenario, compo
     return "\n".join(body) + "\n"
 
 
+def _write_dp_steps(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
+    """``dp_step_counts`` without restores, under the stopping rules ``epoch`` and ``steps_per_epoch``
+    (``loader_props.run_bounded``): each rank's loader, built with its rank (the rendered ``make()`` reads it from a
+    global), counted step by step each epoch; the ranks' counts compared epoch by epoch."""
+    rules = tuple(component.stopping)
+    if sc.checkpoints or sc.restore_at_epoch_end or not rules or set(rules) - {"epoch", "steps_per_epoch"}:
+        raise ReproError(f"{path}: a dp_step_counts script is written for whole epochs or a trainer's steps per "
+                         f"epoch without restores so far (this loader's rules: {', '.join(rules) or 'none'}, "
+                         f"checkpoints {list(sc.checkpoints)}); replay it instead: {corpus.replay_command(path)}")
+    if code.epoch_hook is None:
+        raise ReproError(f"{path}: each epoch is begun with set_epoch; {component.name} renders none")
+    last = sc.dp_size - 1   # rendered for the last rank, whose rank differs from the default and so is named
+    built = component.repro_setup(dataclasses.replace(sc, dp_rank=last))
+    setup, named = re.subn(rf"(?<![\w.])rank={last}\b", "rank=RANK", built.code)
+    if last == 0 or not named:
+        raise ReproError(f"{path}: {component.name}'s rendered loader names no rank to vary")
+    bound = component.steps_per_epoch(sc) if "steps_per_epoch" in rules else None
+    counts = ["def steps_per_epoch(rank):",
+              '    """Rank `rank`\'s loader, each epoch: the steps it yields' + (" (at most TRAIN_STEPS, the trainer's "
+              'loop)."""' if bound else '."""'),
+              "    global RANK", "    RANK = rank", "    counts, loader = [], make()", "    for epoch in range(EPOCHS):",
+              f"        {code.epoch_hook}", "        it, n = iter(loader), 0",
+              "        while " + ("n < TRAIN_STEPS and " if bound else "") + "next(it, None) is not None:",
+              "            n += 1", "        counts.append(n)", "    return counts", "",
+              "counts = [steps_per_epoch(r) for r in range(RANKS)]",
+              "print(f'steps per epoch, by rank: {counts}')", "for e in range(EPOCHS):",
+              "    if len({c[e] for c in counts}) > 1:  # a rank that stops first leaves the others in a collective",
+              "        print(f'first difference: epoch {e} ends after {[c[e] for c in counts]} steps on ranks "
+              "0..{RANKS - 1}')", "        sys.exit(1)", "sys.exit(0)"]
+    sizes = f"RANKS, EPOCHS = {sc.dp_size}, {sc.epochs}" + (f"\nTRAIN_STEPS = {bound}  # VeOmni's train_steps: the "
+                                                             "trainer's steps of an epoch" if bound else "")
+    body = [header(entry, code.library, path, "each DP rank's loader in one process"), "",
+            *[f"import {m}" for m in sorted({"sys", *code.stdlib})], "", *code.imports, "", sizes,
+            setup.rstrip(), "", "\n".join(counts)]
+    return "\n".join(body) + "\n"
+
+
 def write_loader(entry: dict[str, Any], path: str) -> str:
     """The script for a loader example (``plan`` says why none where it cannot be written)."""
     sc, component, code = plan(entry, path)
-    writer = {"trainer_resume": _write_veomni, "epoch_reshuffle": _write_reshuffle}.get(entry["property"],
+    writer = {"trainer_resume": _write_veomni, "epoch_reshuffle": _write_reshuffle,
+              "dp_step_counts": _write_dp_steps}.get(entry["property"],
                                                                                      _write_schedule)
     return writer(entry, path, sc, component, code)

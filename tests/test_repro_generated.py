@@ -291,6 +291,28 @@ def test_veomni_script_fails_on_the_release_and_prints_the_harness_runs(finding,
     assert printed(done.stdout, second) == resumed, done.stdout
 
 
+V14 = "dp_step_counts-loader_worker-veomni-1ff2675553.json"
+
+
+def test_dp_step_count_script_fails_on_the_release_and_prints_each_ranks_steps(tmp_path):
+    # V14 (no fix proposed): each DP rank's loader under VeOmni's train_steps bound, counted per epoch
+    if not veomni_loaders.available():
+        pytest.skip(veomni_loaders.MISSING)
+    entry = corpus.load(REGRESSIONS / V14)
+    text = repro.write(entry, path=str(REGRESSIONS / V14))
+    assert imported_roots(text) <= STDLIB | LIBRARY and len(text.splitlines()) <= 60
+    script = tmp_path / "V14.py"
+    script.write_text(text)
+    done = run_script(script, tmp_path)
+    assert done.returncode == 1 and "first difference: epoch 0" in done.stdout, done.stdout + done.stderr[-2000:]
+    sc = decode_loader_scenario(entry["example"])
+    component = resolve(entry["target"]).component(entry["component"])
+    harness = [L.run_bounded(component.make_loader, replace(sc, dp_rank=r), "steps_per_epoch",
+                             steps_per_epoch=component.steps_per_epoch(sc), ids_of=component.ids_of,
+                             codec=component.state_codec) for r in range(sc.dp_size)]
+    assert printed(done.stdout, "steps per epoch, by rank") == harness, done.stdout
+
+
 def test_veomni_scripts_name_their_finding_and_its_fix():
     if not veomni_loaders.available():
         pytest.skip(veomni_loaders.MISSING)
@@ -303,9 +325,9 @@ def test_veomni_scripts_name_their_finding_and_its_fix():
 
 def test_loader_entries_without_a_standalone_loader_are_refused(tmp_path):
     # a loader property the generator does not write, and a component that renders no standalone loader
-    steps = REGRESSIONS / "dp_step_counts-loader_worker-veomni-1ff2675553.json"   # V14
-    with pytest.raises(repro.ReproError, match="property 'dp_step_counts'.*loader_resume, exactly_once.*replay"):
-        repro.write(corpus.load(steps), path=str(steps))
+    hang = {**corpus.load(REGRESSIONS / V14), "property": "no_hang"}
+    with pytest.raises(repro.ReproError, match="property 'no_hang'.*loader_resume, exactly_once.*replay"):
+        repro.write(hang, path="x.json")
     entry = {**corpus.load(REGRESSIONS / PINNED["V1"]), "target": "dynbsz", "component": "loader:main"}
     with pytest.raises(repro.ReproError, match="renders no standalone loader.*loader:main, loader:worker"):
         repro.write(entry, path="x.json")
