@@ -103,6 +103,22 @@ def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_en
                                 f"({schedule(sc)}); the first unmatched: {more[:3]}")
 
 
+def check_persistence(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
+    """The same schedule (restores, an early break and the next ``iter()``, epoch ends) delivers batch for batch the
+    same with persistent and with non-persistent workers: ``persistent_workers`` keeps worker processes alive between
+    iterations, which must change no batch (a resumed epoch broken off and iterated again included, whatever the
+    loader documents it then delivers)."""
+    persistent = run_stream(make, replace(sc, persistent_workers=True), ids_of=ids_of, codec=codec, epoch_end=epoch_end)
+    fresh = run_stream(make, replace(sc, persistent_workers=False), ids_of=ids_of, codec=codec, epoch_end=epoch_end)
+    for k, (a, b) in enumerate(zip(persistent.steps, fresh.steps)):
+        if a != b:
+            raise PropertyViolation(f"persistent workers: batch {k} differs ({schedule(sc)}): persistent {a} vs "
+                                    f"non-persistent {b}")
+    if len(persistent.steps) != len(fresh.steps):
+        raise PropertyViolation(f"persistent workers: {len(persistent.steps)} batches with persistent workers vs "
+                                f"{len(fresh.steps)} without ({schedule(sc)})")
+
+
 def check_once_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
     """Each epoch of the resumed run delivers the uninterrupted epoch's samples, each once (any order)."""
     plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)

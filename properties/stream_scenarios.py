@@ -111,7 +111,8 @@ def decode_stream_scenario(d: dict) -> StreamScenario:
 
 @st.composite
 def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bool = True, dp: bool = False,
-                     min_workers: int = 0, shuffle: bool | None = None, max_checkpoints: int = 3):
+                     min_workers: int = 0, max_workers: int | None = None, shuffle: bool | None = None,
+                     max_checkpoints: int = 3):
     """A ``StreamScenario`` the ``component`` (a ``properties.targets.stream.StreamComponent``) supports.
 
     Sources hold 4-30 samples and chunks 1-8 of them, so with 0-3 workers some workers hold no chunk
@@ -121,7 +122,8 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
     epoch 0, and a checkpoint written at once after every restore (``checkpoint_on_resume``) in a
     quarter by the draw, a third to half as Hypothesis draws it (it favours the value 0). The
     properties that need checkpoints exactly at epoch ends and on the next epoch's first batch add
-    them themselves, from the uninterrupted run."""
+    them themselves, from the uninterrupted run. ``min_workers``/``max_workers`` bound the worker count within the
+    component's."""
     mixes = component.mixes if mix is None else (mix,)
     mix = draw(st.sampled_from(mixes))
     n_sources = 1 if mix == "single" else draw(st.integers(2, 3))
@@ -131,7 +133,8 @@ def stream_scenarios(draw, component, *, mix: str | None = None, checkpoints: bo
         raw = draw(st.lists(st.sampled_from([1, 2, 3, 5]), min_size=n_sources, max_size=n_sources))
         weights = tuple(round(w / sum(raw), 4) for w in raw)
     cycle = draw(st.sampled_from([None, max(sources), sum(sources)])) if mix == "parallel" else None
-    workers = draw(st.integers(min(min_workers, component.max_workers), component.max_workers))
+    most = component.max_workers if max_workers is None else min(max_workers, component.max_workers)
+    workers = draw(st.integers(min(min_workers, most), most))
     batch = draw(st.sampled_from(component.batch_sizes))
     dp_size = draw(st.integers(2, 3)) if dp else 1
     points: tuple[int, ...] = ()

@@ -193,6 +193,18 @@ def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
     S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
 
 
+@stream_prop("stream_persistent_workers", not_for=_epochs, cost=5,
+             examples=lambda c: stream_scenarios(c, min_workers=1, max_workers=1),
+             doc="one persistent worker delivers batch for batch what one non-persistent worker does under the same "
+                 "schedule (restores, epoch ends, an early break and the next iter() of a broken-off resumed epoch): "
+                 "persistent_workers keeps processes alive, it must change no batch")
+def stream_persistent_workers(component: StreamComponent, sc: StreamScenario) -> None:
+    # one worker: with two or more, which batches a restore finds in flight is timing, persistent or not
+    for persistent in (True, False):
+        _supported(component, replace(sc, persistent_workers=persistent))
+    S.check_persistence(component.make_loader, sc, **_restoring_kw(component, sc))
+
+
 @stream_prop("stream_no_hang", examples=lambda c: dp_half_the_time(stream_scenarios, c),
              doc="every rank's epochs end (a stream endless by design, such as torchtitan's infinite one, is driven "
                  "as its trainer drives it, to the trainer's step count): a pass yields a bounded number of batches "

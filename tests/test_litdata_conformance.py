@@ -344,3 +344,21 @@ def test_L4s_fix_keeps_the_replay_of_a_broken_off_resumed_epoch_for_a_persistent
     assert fixed[True]["replay"] == fixed[False]["replay"] == [list(b) for b in released[False]["replay"]], fixed
     assert len(fixed[True]["after"]) == 8 and fixed[True]["after"] == fixed[False]["after"], fixed
     assert len(released[True]["after"]) < 8, released   # L4: the persistent worker resumes the checkpoint again
+
+
+def test_the_persistent_workers_property_catches_the_first_L4_diff(tmp_path):
+    # a deliberately broken fix: L4's first diff (patches/alternatives/L4-first-iter.diff) dropped a persistent worker's
+    # restored counts at its first __iter__; stream_persistent_workers found it in a campaign (the pin's found_with)
+    # and the pinned example fails with it in L4.diff's place, passes with every diff as proposed
+    import shutil
+
+    from properties.targets.patched import PatchSet
+
+    for diff in LITDATA.root.glob("*.diff"):
+        shutil.copy(diff, tmp_path / diff.name)
+    shutil.copy(LITDATA.root / "alternatives" / "L4-first-iter.diff", tmp_path / "L4.diff")
+    alternative = PatchSet(target="l4-first-iter", released=LITDATA.released, library=LITDATA.library, root=tmp_path)
+    entry = corpus.load(fixes("litdata").pins / "alternatives" / "stream_persistent_workers-L4-first-iter.json")
+    failed = corpus.replay_with_fixes(entry, alternative, None)
+    assert failed.status == "fail" and "persistent workers: batch 2 differs" in failed.message, failed
+    assert corpus.replay_with_fixes(entry, LITDATA, None).status == "pass"
