@@ -57,12 +57,14 @@ from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
 
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
-STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume")
+STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume",
+                     "stream_no_hang")
 LOADER_PROPERTIES = tuple(LOADER_TRAINERS)
 PACKER_PROPERTIES = tuple(PACKER_TRAINERS)
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES + PACKER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
                      "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
+                     "stream_no_hang": ("torchtitan",),
                      **LOADER_TRAINERS, **PACKER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
@@ -238,6 +240,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     if trainer not in component.trainers:
         raise ReproError(f"{path}: {component.name} is not used with trainer {trainer!r} (its trainers: "
                          f"{', '.join(component.trainers)})")
+    if prop == "stream_no_hang":
+        return _write_no_hang(entry, path, sc, component, setup(sc))
     if prop != "stream_trainer_resume":
         sc = judged(component, sc, prop)   # a documented replay after a broken-off resumed epoch: epoch 0 alone
     code = setup(sc)
@@ -294,6 +298,33 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
             _bound(sc, component, trainer), code.code.rstrip(), "", loop, "", schedule.rstrip(), judge.rstrip()]
     return "\n".join(body) + "\n"
 
+
+
+#: seconds a batch may take before the script calls it a hang (the harness's --step-timeout is 120 s; a batch of
+#: these examples takes well under one)
+HANG_S = 10
+
+
+def _write_no_hang(entry: dict[str, Any], path: str, sc: StreamScenario, component: Any, code: Any) -> str:
+    """``stream_no_hang`` under torchtitan's loop (its ``training.steps`` bound the run), uninterrupted, each batch
+    bounded by the DataLoader's own ``timeout`` (``HANG_S``; torchtitan sets none): a worker that never delivers
+    ends the run with the loader's error instead of hanging it."""
+    steps = component.training_steps(sc) if component.training_steps else None
+    if not sc.num_workers or steps is None:
+        raise ReproError(f"{path}: a stream_no_hang script is written for torchtitan's loop with DataLoader workers "
+                         f"so far (their timeout bounds a batch); replay it instead: {corpus.replay_command(path)}")
+    bounded = ["logging.disable(logging.WARNING)  # a worker that spins re-looping would log on every pass",
+               "_make = make", "", "def make():  # a wall-time bound per batch: DataLoader's own timeout",
+               "    loader = _make()", "    loader.timeout = HANG_S", "    return loader"]
+    judge = ["try:", "    trained = run([])", "except RuntimeError as e:  # 'DataLoader timed out after ... seconds'",
+             "    print(f'first difference: a batch did not come within {HANG_S} s: {e}')", "    sys.exit(1)",
+             "print(f'uninterrupted: {trained}')", "sys.exit(0)"]
+    body = [header(entry, code.library, path, "trainer model 'torchtitan', uninterrupted"), "",
+            *[f"import {m}" for m in sorted({"logging", "pickle", "sys", *code.stdlib})], "", *sorted(code.imports), "",
+            _bound(sc, component, "torchtitan") + f"\nHANG_S = {HANG_S}  # seconds a batch may take (one takes well "
+            "under one)", code.code.rstrip(), "", "\n".join(bounded), "",
+            _torchtitan_loop(sc, code.ids, steps), "", "\n".join(judge)]
+    return "\n".join(body) + "\n"
 
 
 def _bound(sc: StreamScenario, component: Any, trainer: str) -> str:
