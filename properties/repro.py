@@ -58,13 +58,13 @@ from .trainers import under_trainer
 
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
 STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume",
-                     "stream_no_hang")
+                     "stream_trainer_epochs", "stream_no_hang")
 LOADER_PROPERTIES = tuple(LOADER_TRAINERS)
 PACKER_PROPERTIES = tuple(PACKER_TRAINERS)
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES + PACKER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
                      "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
-                     "stream_no_hang": ("torchtitan",),
+                     "stream_trainer_epochs": ("lightning", "lightning-steps"), "stream_no_hang": ("torchtitan",),
                      **LOADER_TRAINERS, **PACKER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
@@ -257,6 +257,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
         level, reason = component.resume_promise(sc)
         if level == "none":
             raise ReproError(f"{path}: {component.name} promises nothing on a resume here ({reason})")
+    if prop == "stream_trainer_epochs":
+        return _write_trainer_epochs(entry, path, sc, component, code, trainer)
     if prop == "stream_trainer_resume" and trainer == "lightning-steps":
         if sc.break_after is not None:
             raise ReproError(f"{path}: the lightning-steps loop is written without limit_train_batches so far "
@@ -298,6 +300,47 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
             _bound(sc, component, trainer), code.code.rstrip(), "", loop, "", schedule.rstrip(), judge.rstrip()]
     return "\n".join(body) + "\n"
 
+
+
+def _lightning_uninterrupted(ids: str, epoch_hook: str | None) -> str:
+    """``_lightning_steps_loop`` without a preemption: the fit's one ``iter()`` before its first epoch, then each
+    epoch ``set_epoch`` (and after the first, ``iter()``) and ``len(loader)`` batches."""
+    return "\n".join(["def run(kills):", '    """Lightning\'s fit loop (no preemption: kills is empty). Returns what was '
+                      'trained: (epoch, ids) per step."""', "    trained, loader = [], make()",
+                      "    it = iter(loader)  # the fit's one iter() before its first epoch",
+                      "    for epoch in range(EPOCHS):", *([f"        {epoch_hook}"] if epoch_hook else []),
+                      "        it = it if epoch == 0 else iter(loader)",
+                      "        for _ in range(len(loader)):  # the fetcher stops after len() batches",
+                      "            if (batch := next(it, None)) is None:", "                break",
+                      f"            trained.append((epoch, {ids}))", "    return trained"])
+
+
+def _write_trainer_epochs(entry: dict[str, Any], path: str, sc: StreamScenario, component: Any, code: Any,
+                          trainer: str) -> str:
+    """``stream_trainer_epochs`` under Lightning's fit loop, uninterrupted (``trainers._lightning_run``: without a
+    preemption its checkpoints change nothing, so ``lightning`` and ``lightning-steps`` run the same loop): each
+    epoch ``len(loader)`` batches, judged as ``stream_props.check_epoch`` judges it (each of the rank's samples once,
+    no more left out than the loader documents)."""
+    if sc.break_after is not None or (sc.mix == "combined" and sc.weights is not None) or sc.mix == "parallel":
+        raise ReproError(f"{path}: a stream_trainer_epochs script is written for a sized loader without "
+                         f"limit_train_batches and without a parallel mixture so far; replay it instead: "
+                         f"{corpus.replay_command(path)}")
+    loss, reason = component.epoch_loss(sc)
+    if sc.dp_size == 1:
+        head = [f"ALL = {{1000 * k + i for k, n in enumerate({list(sc.sources)}) for i in range(n)}}  # each epoch, "
+                "once each", f"LOSS = {loss!r}" + (f"  # {reason}" if reason else "")]
+    else:
+        head = ["ALL = None  # a DP rank's share is the loader's to choose: only 'at most once' is judged"]
+    judged = ["twice"] if sc.dp_size > 1 else ["twice", "foreign", *(["len(lost) > LOSS"] if loss is not None else [])]
+    judge = each_epoch_once(head, "[sid for ee, batch in trained if ee == e for sid in batch]", sc.dp_size, judged,
+                            "", "first difference: epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} "
+                                "foreign, left out {sorted(lost)}")
+    judge = judge.replace(SHOW, "trained = run([])\nprint(f'trained: {trained}')\n") + "sys.exit(0)\n"
+    body = [header(entry, code.library, path, f"trainer model {trainer!r}, uninterrupted"), "",
+            *[f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})], "", *sorted(code.imports), "",
+            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", _lightning_uninterrupted(code.ids, code.epoch_hook), "",
+            judge.rstrip()]
+    return "\n".join(body) + "\n"
 
 
 #: seconds a batch may take before the script calls it a hang (the harness's --step-timeout is 120 s; a batch of

@@ -14,9 +14,13 @@ from properties.targets import resolve
 
 
 def harness_runs(entry: dict) -> tuple[list, list] | str:
-    """The harness's uninterrupted and resumed runs of the entry's example, or the crash as text."""
+    """The harness's uninterrupted and resumed runs of the entry's example (stream_trainer_epochs: Lightning's
+    uninterrupted run and None), or the crash as text."""
     sc = decode_stream_scenario(entry["example"])
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
+    if entry["property"] == "stream_trainer_epochs":   # Lightning's loop, uninterrupted: the one run the script prints
+        t = T.get("lightning").run(component.make_loader, sc, **SS.trainer_kw(component, "lightning", sc))
+        return [(e, mbs[0]) for e, mbs in t.steps], None
     if entry["property"] != "stream_trainer_resume":
         sc = SS.judged(component, sc, entry["property"])
     kw = dict(ids_of=component.ids_of, codec=component.state_codec)

@@ -104,8 +104,11 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
     sc = decode_stream_scenario(entry["example"])
     # persistent workers abandoned by an early break run their prefetch when they run (H8): even the uninterrupted
     # run's next epoch is timing there
+    first = "trained" if entry["property"] == "stream_trainer_epochs" else "uninterrupted"
     if not (corpus.timing_may_matter(entry) and sc.persistent_workers and sc.break_after is not None):
-        assert [tuple(s) for s in printed(done.stdout, "uninterrupted")] == harness[0], done.stdout
+        assert [tuple(s) for s in printed(done.stdout, first)] == harness[0], done.stdout
+    if harness[1] is None:
+        return   # an uninterrupted run alone (stream_trainer_epochs)
     if entry["property"] == "stream_mixture" and "\nresumed:" not in done.stdout:
         return   # the mixture deviates without a checkpoint: the script runs the uninterrupted run alone
     if corpus.timing_may_matter(entry):
@@ -142,11 +145,13 @@ def test_a_script_whose_outcome_can_depend_on_timing_says_so():
             assert ("can depend on timing" in " ".join(text.split())) == (workers >= 2), path.name
 
 
-def test_unsupported_entries_are_refused_naming_what_is_supported(capsys):
-    epochs = STUDIES / "litdata" / "pins" / "trainers" / "stream_trainer_epochs-L18.json"
-    assert cli.main(["repro", str(epochs)]) == 2
+def test_unsupported_entries_are_refused_naming_what_is_supported(capsys, tmp_path):
+    epochs = corpus.load(STUDIES / "litdata" / "pins" / "trainers" / "stream_trainer_epochs-L18.json")
+    shards = tmp_path / "shards.json"   # a stream property no script is written for
+    shards.write_text(json.dumps({**epochs, "property": "stream_dp_shards"}))
+    assert cli.main(["repro", str(shards)]) == 2
     err = capsys.readouterr().err
-    assert "property 'stream_trainer_epochs'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
+    assert "property 'stream_dp_shards'" in err and "stream_resume, stream_exactly_once" in err and "replay" in err
     packer = next(p for p in sorted(REGRESSIONS.glob("conservation-packer-*.json")))   # a packer property not written
     assert cli.main(["repro", str(packer)]) == 2
     assert "stream_resume" in capsys.readouterr().err
