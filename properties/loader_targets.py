@@ -23,6 +23,7 @@ from dynbsz.order import epoch_order
 from dynbsz.workload import Trace
 
 from .loader_props import default_ids_of
+from .repro_setup import ReproSetup
 from .scenarios import LoaderScenario, SkewScenario
 from .skew_props import SKEW_WORKLOAD, SkewRun
 
@@ -170,6 +171,40 @@ class DelegatingLoader:
         if self.dl is not None:
             shutdown_workers(self.dl)
         self.dl = None
+
+
+def torchdata_repro(sc: LoaderScenario) -> ReproSetup:
+    """``PlainTorchdataLoader`` as standalone code (``properties.repro_loader``), the scenario's values as literals:
+    a map-style list of sample ids whose item is ``{'id': i}`` (after sample i's decode time where two or more
+    workers race; with none or one it changes nothing the loader delivers), one fetched batch a step."""
+    from importlib import metadata
+
+    trace = trace_of(sc)
+    if trace.ids.tolist() != list(range(len(trace))):
+        raise ValueError("the script names sample i by its row: the trace's ids must be 0..n-1")
+    timed = sc.num_workers >= 2
+    code = [f"COSTS = {[round(float(c), 6) for c in trace.cost_s]}  # sample i's decode time (s)"] if timed else []
+    code += ["class Samples(list):  # map-style over sample ids", "    def __getitem__(self, k):",
+             "        i = super().__getitem__(k)",
+             *(["        time.sleep(COSTS[i])  # with two or more workers, which sample is ready first is timing"]
+               if timed else []),
+             "        return {'id': i}", "", "def ids(batch):  # the collate function: a batch's sample ids",
+             "    return [s['id'] for s in batch]", "", "def make():", f"    ds = Samples(range({len(trace)}))"]
+    kw = [f"batch_size={sc.fetch_batch_size}", f"num_workers={sc.num_workers}", f"in_order={sc.in_order}",
+          "collate_fn=ids", f"persistent_workers={sc.persistent_workers and sc.num_workers > 0}"]
+    if sc.num_workers:
+        kw.append(f"prefetch_factor={sc.prefetch_factor or 2}")
+    imports = ["import torch", "from torchdata.stateful_dataloader import StatefulDataLoader"]
+    if sc.dp_size > 1:
+        imports.append("from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler")
+        code.append(f"    sampler = StatefulDistributedSampler(ds, num_replicas={sc.dp_size}, rank={sc.dp_rank}, "
+                    f"shuffle=True, seed={sc.shuffle_seed})")
+        kw.append("sampler=sampler")
+    else:
+        kw += ["shuffle=True", f"generator=torch.Generator().manual_seed({sc.shuffle_seed})"]
+    code.append(f"    return StatefulDataLoader(ds, {', '.join(kw)})")
+    return ReproSetup(f"torchdata {metadata.version('torchdata')}", ("time",) if timed else (), tuple(imports),
+                      "\n".join(code), "(tuple(batch),)")
 
 
 def torchdata_loader(sc: LoaderScenario) -> PlainTorchdataLoader:

@@ -3,7 +3,7 @@
 The script imports only the library under test (with torch and torchdata where its loader needs them)
 and the standard library, never this project. It inlines three things as plain code:
 
-* the example's data and loader, written by the component's ``repro_setup`` (``targets.stream.ReproSetup``:
+* the example's data and loader, written by the component's ``repro_setup`` (``properties.repro_setup.ReproSetup``:
   each adapter renders the construction it performs, with the scenario's values as literals: ``make()``,
   the expression of a batch's sample ids, the statement run before each epoch);
 * the schedule's loop: the adversarial schedule's ``loader_props.run_schedule`` for a stream scenario

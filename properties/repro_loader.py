@@ -67,7 +67,8 @@ def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     if setup is None:
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
                          "standalone loader; loader components that do: veomni's loader:main, loader:worker and "
-                         "loader:multisource (and the stream components of litdata and hf-iterable)")
+                         "loader:multisource, torchdata's loader:main (and the stream components of litdata, "
+                         "hf-iterable and torchtitan)")
     # trainer_resume runs the loader without the adversarial schedule's checkpoint on resume (loader_suite)
     seen = dataclasses.replace(sc, checkpoint_on_resume=False) if prop == "trainer_resume" else sc
     why = component.unsupported(seen) or component.skip.get(prop)
@@ -181,8 +182,6 @@ def _write_reshuffle(entry: dict[str, Any], path: str, sc: LoaderScenario, compo
     """``epoch_reshuffle``: the loader built with persistent and with non-persistent workers (``make()`` rendered
     once, its ``persistent_workers`` argument read from a global), each epoch compared, consecutive epochs told
     apart, and a fresh loader told ``set_epoch`` of the last epoch against the run that reached it."""
-    if code.epoch_hook is None:
-        raise ReproError(f"{path}: a fresh loader is told set_epoch(e); {component.name} renders no set_epoch")
     if sc.warmup_steps:
         raise ReproError(f"{path}: with warm-up steps the property compares a run without them, which the script does "
                          f"not write; replay it instead: {corpus.replay_command(path)}")
@@ -192,8 +191,10 @@ def _write_reshuffle(entry: dict[str, Any], path: str, sc: LoaderScenario, compo
     setup = built.code.replace("persistent_workers=True", "persistent_workers=PERSISTENT")
     last = sc.epochs - 1
     run = ["def run(first=0):",
-           '    """Epochs first.. as a trainer runs them: a fresh loader, told set_epoch before each epoch."""',
-           "    steps, loader = [], make()", "    for epoch in range(first, EPOCHS):", f"        {code.epoch_hook}",
+           '    """Epochs first.. as a trainer runs them: a fresh loader' + (', told set_epoch before each epoch."""'
+                                                                          if code.epoch_hook else '."""'),
+           "    steps, loader = [], make()", "    for epoch in range(first, EPOCHS):",
+           *([f"        {code.epoch_hook}"] if code.epoch_hook else []),
            "        for batch in loader:", f"            steps.append((epoch, {code.ids}))", "    return steps"]
     judge = [EPOCH_IDS.rstrip(), "",
              "PERSISTENT = True", "persistent = run()", "PERSISTENT = False", f"fresh, late = run(), run({last})",

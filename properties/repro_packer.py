@@ -1,5 +1,6 @@
 """``python -m properties repro`` for packer examples (``PackerExample``): the stream put one sample at a time into the
-packer a component renders (``PackerComponent.repro_setup``: VeOmni's ``TextBatchingStrategy``), a micro-batch cut
+packer a component renders (``PackerComponent.repro_setup``: VeOmni's ``TextBatchingStrategy``, dynbsz's
+``GreedyPacker``, a user's ``MODULE:FACTORY`` packer factory, imported by the script), a micro-batch cut
 whenever it is ready and the rest drained at the end, as ``packer_props.drive`` runs it without restores, and the
 micro-batches judged as the property judges them (``budget``: ``packer_props.check_budget``)."""
 
@@ -55,7 +56,8 @@ def write_packer(entry: dict[str, Any], path: str) -> str:
     setup = getattr(component, "repro_setup", None)
     if setup is None:
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
-                         "standalone packer; packer components that do: veomni's packer")
+                         "standalone packer; packer components that do: veomni's packer, dynbsz's packer and a "
+                         "MODULE:FACTORY target's packer factory (not a mutant's: the suite's own class)")
     try:
         code = setup(ex.config, ex.gate)
     except ValueError as e:

@@ -242,7 +242,7 @@ def loader_harness_runs(entry: dict) -> tuple[list, list]:
     VeOmni's trainer model: preempted; epoch_reshuffle: with persistent and with non-persistent workers)."""
     sc = decode_loader_scenario(entry["example"])
     component = resolve(entry["target"]).component(entry["component"])
-    kw = dict(ids_of=component.ids_of, codec=component.state_codec)
+    kw = dict(ids_of=component.ids_of or L.default_ids_of, codec=component.state_codec)
     if entry["property"] == "epoch_reshuffle":
         return tuple(L.run_schedule(component.make_loader, replace(sc, persistent_workers=p, checkpoints=()),
                                     **kw).steps for p in (True, False))
@@ -278,6 +278,22 @@ def test_every_deterministic_veomni_pin_of_a_written_property_is_covered():
 def test_veomni_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, tmp_path):
     if not veomni_loaders.available():
         pytest.skip(veomni_loaders.MISSING)
+    check_loader_script(finding, path, tmp_path)
+
+
+#: the suite's own pins of the plain torchdata loader (properties.targets.builtin.torchdata_target)
+TORCHDATA_PINS = sorted((Path(__file__).parent / "regressions").glob("*-torchdata-*.json"))
+
+
+@pytest.mark.parametrize("path", TORCHDATA_PINS, ids=[p.name.split("-")[0] for p in TORCHDATA_PINS])
+def test_torchdata_script_fails_on_the_release_and_prints_the_harness_runs(path, tmp_path):
+    assert {corpus.load(p)["property"] for p in TORCHDATA_PINS} == {"loader_resume", "epoch_reshuffle"}
+    check_loader_script(path.stem, path, tmp_path)
+
+
+def check_loader_script(finding: str, path: Path, tmp_path: Path) -> None:
+    """The pin's script imports only its library, torch and the standard library, exits 1 on the release, and prints
+    the harness's own runs of the example."""
     entry = corpus.load(path)
     text = repro.write(entry, path=str(path))
     assert imported_roots(text) <= STDLIB | LIBRARY, imported_roots(text) - STDLIB
@@ -448,4 +464,42 @@ def test_packer_entries_the_script_does_not_model_are_refused():
     with pytest.raises(repro.ReproError, match="without restores so far"):
         repro.write(with_restores, path="x.json")
     with pytest.raises(repro.ReproError, match="renders no standalone packer"):
-        repro.write({**entry, "target": "dynbsz"}, path="x.json")
+        repro.write({**entry, "target": "mutant:physical-cap-ignored"}, path="x.json")
+    with pytest.raises(repro.ReproError, match="built by the suite"):
+        repro.write({**entry, "target": "dynbsz", "example": {**entry["example"], "gate": {"kind": "probe_high_water",
+                                                                                             "fraction": 1.0}}},
+                    path="x.json")
+
+
+USER_PACKER = """
+import dataclasses
+
+from dynbsz.packer import GreedyPacker
+
+
+def make_packer(config, gate):
+    return GreedyPacker(config, gate)
+
+
+def forgets_the_cap(config, gate):   # a user's packer with a bug: the physical cap is never passed on
+    return GreedyPacker(dataclasses.replace(config, physical_cap=None), gate)
+"""
+
+
+def test_packer_scripts_for_dynbsz_and_a_users_factory_import_the_packer_and_judge_it(tmp_path, monkeypatch):
+    # two samples of 1 budgeted and 3 physical tokens, budget and cap 4: dynbsz's GreedyPacker and a user's
+    # MODULE:FACTORY packer built the same way cut them apart (exit 0); a user's factory that drops the physical cap
+    # packs them together, 6 physical tokens (exit 1); each script imports that packer
+    (tmp_path / "userpack.py").write_text(USER_PACKER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    v11 = corpus.load(REGRESSIONS / PINNED["V11"])
+    example = {**v11["example"], "config": {**v11["example"]["config"], "budget": 4, "physical_cap": 4},
+               "stream": [[0, 1, 3, "text"], [1, 1, 3, "text"]]}
+    entry = {**v11, "example": example, "finding": None}
+    for target, code in (("dynbsz", 0), ("userpack:make_packer", 0), ("userpack:forgets_the_cap", 1)):
+        text = repro.write({**entry, "target": target}, path="x.json")
+        assert ("from userpack import" in text) == target.startswith("userpack"), text
+        script = tmp_path / "s.py"
+        script.write_text(text)
+        done = run_script(script, tmp_path, str(tmp_path))
+        assert done.returncode == code, (target, done.stdout + done.stderr[-2000:])

@@ -24,8 +24,8 @@ from dynbsz.config import PackerConfig
 
 from ..packer_props import ProgressBound
 from ..registry import KINDS
+from ..repro_setup import PackerReproSetup, ReproSetup
 from ..trainers import TRAINERS, needs_epoch_bound
-from .repro_setup import PackerReproSetup, ReproSetup
 
 
 class TargetError(ValueError):
@@ -84,7 +84,7 @@ class PackerComponent(Component):
                                     gets ``ProgressBound()``'s default): the progress, bounded_buffer and
                                     bounded_wait properties hold it to that
     repro_setup(config, gate_spec)  the packer ``make_packer`` builds as standalone code for
-                                    ``properties.repro_packer`` (a ``targets.repro_setup.PackerReproSetup``;
+                                    ``properties.repro_packer`` (a ``properties.repro_setup.PackerReproSetup``;
                                     None: no script is written for this packer's examples)
     """
 
@@ -165,7 +165,7 @@ class LoaderComponent(Component):
                             dropping the iterator mid-epoch (and closing the loader) and iterating
                             again continues the epoch with nothing lost or repeated
     repro_setup(sc)         the construction ``make_loader`` performs as standalone code for
-                            ``properties.repro`` (a ``targets.repro_setup.ReproSetup``: ``make()``, the ids
+                            ``properties.repro`` (a ``properties.repro_setup.ReproSetup``: ``make()``, the ids
                             expression of a ``batch``, here one step, as ``ids_of`` gives them, and the
                             epoch hook); its code may define ``close(loader)`` where the loader ``make()``
                             returns is not the DataLoader whose workers a restart stops. None: no script

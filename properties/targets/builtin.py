@@ -22,6 +22,7 @@ from dynbsz.gates import (
 from dynbsz.packer import GreedyPacker
 
 from .. import probes
+from ..repro_setup import PackerReproSetup, protocol_packer
 from .base import LoaderComponent, PackerComponent, Target
 
 # ---- gate specs, the serialized form of a gate in examples and regression files -------------
@@ -111,8 +112,19 @@ def gate_component(family: str, make_packer=greedy_packer) -> PackerComponent:
                            **GATE_FAMILIES[family])
 
 
+def greedy_packer_repro(config: PackerConfig, spec: dict[str, Any]) -> PackerReproSetup:
+    """``greedy_packer`` as standalone code (``properties.repro_packer``): dynbsz's GreedyPacker and the gate
+    ``resolve_gate`` builds from the spec."""
+    from importlib import metadata
+
+    return protocol_packer(config, spec, library=f"dynbsz {metadata.version('dynbsz-harness')}",
+                           imports=("from dynbsz.packer import GreedyPacker",), construct="GreedyPacker(CONFIG, GATE)")
+
+
 def packer_component(make_packer=greedy_packer) -> PackerComponent:
-    return PackerComponent(name="packer", kind="packer", make_packer=make_packer, gate_specs=builtin_specs)
+    # a mutant's packer (make_packer given) is the suite's own class: no script renders it
+    return PackerComponent(name="packer", kind="packer", make_packer=make_packer, gate_specs=builtin_specs,
+                           repro_setup=greedy_packer_repro if make_packer is greedy_packer else None)
 
 
 WORKER_SKEW = ("runtime='worker' hands out micro-batches packed inside each worker stream, not samples in "
@@ -182,10 +194,10 @@ def torchdata_target() -> Target:
     It passes ``in_order_skew`` (it is the behaviour the simulator models). No packing: budget,
     buffer, warm-up and micro-batches per step are not its knobs.
     """
-    from ..loader_targets import torchdata_loader, torchdata_skew_runner
+    from ..loader_targets import torchdata_loader, torchdata_repro, torchdata_skew_runner
 
     component = LoaderComponent(
-        name="loader:main", runtime="main", make_loader=torchdata_loader, state_codec="pickle",
+        name="loader:main", runtime="main", make_loader=torchdata_loader, state_codec="pickle", repro_setup=torchdata_repro,
         skew_runner=torchdata_skew_runner, micro_batches_per_step=(1,), warmup=False, stopping=("epoch",),
         knob_notes={"micro_batches_per_step": "a plain loader hands out one fetched batch per step",
                     "warmup_steps": "a plain loader does not pack, so it has no batch-size warm-up"})

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..loader_props import EPOCH_END_CONVENTIONS
+from ..repro_setup import ReproSetup  # noqa: F401 - re-exported: the adapters import it from here
 from .base import STATE_CODECS, Component, TargetError, check_trainers
-from .repro_setup import ReproSetup  # noqa: F401 - re-exported: the adapters import it from here
 
 Promise = tuple[Any, str]
 RESUME_LEVELS = ("exact", "once", "none")

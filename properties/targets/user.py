@@ -38,6 +38,7 @@ from dynbsz.gates import FixedGate
 from dynbsz.packer import GreedyPacker
 
 from ..packer_props import gate_rule
+from ..repro_setup import protocol_packer
 from ..scenarios import LoaderScenario
 from .base import Component, LoaderComponent, PackerComponent, Target, TargetError
 from .builtin import build_gate, fixed_specs, probe_specs, token_aware_specs
@@ -126,7 +127,8 @@ def _option(name: str, factory: Any, attr: str, allowed: tuple[str, ...], defaul
     return value
 
 
-def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
+def _packer_target(name: str, packer_factory: Callable[..., Any], *, called: bool = False) -> Target:
+    """``called``: ``packer_factory`` is what calling ``MODULE:FACTORY()`` returned (a script calls it too)."""
     try:
         probe = packer_factory(PackerConfig(budget=64), FixedGate(1))
     except Exception as e:  # noqa: BLE001
@@ -144,8 +146,15 @@ def _packer_target(name: str, packer_factory: Callable[..., Any]) -> Target:
     def make(config: PackerConfig, spec: dict):
         return packer_factory(config, build_gate(spec, config.budget))
 
+    module, _, attribute = name.partition(":")
+
+    def repro(config: PackerConfig, spec: dict):   # the script imports the user's factory, as this target does
+        return protocol_packer(config, spec, library=f"{name} (a user's packer factory)",
+                               imports=(f"from {module} import {attribute.split('.')[0]}",),
+                               construct=f"{attribute}{'()' if called else ''}(CONFIG, GATE)")
+
     component = PackerComponent(
-        name="packer", kind="packer", make_packer=make, gate_specs=specs,
+        name="packer", kind="packer", make_packer=make, gate_specs=specs, repro_setup=repro,
         overlong=_option(name, packer_factory, "overlong", POLICIES, POLICIES),
         empty=_option(name, packer_factory, "empty", POLICIES, POLICIES),
         json_state=bool(getattr(packer_factory, "json_state", True)), accepts_gates="probe" in families,
@@ -195,12 +204,12 @@ def user_target(name: str) -> Target:
                 _check_loader(name, component)
         return dataclasses.replace(made, name=name)
     if isinstance(made, type):  # a class: a packer class is itself a (config, gate) -> packer factory
-        return _packer_target(name, made)
+        return _packer_target(name, made, called=True)
     if callable(getattr(made, "put", None)):
         raise TargetError(f"target {name!r}: the factory returned a packer instance ({type(made).__name__}); "
                           "return a packer factory (config, gate) -> packer, so every run gets a fresh packer")
     if hasattr(made, "ready") or hasattr(made, "spec"):
         return _gate_target(name, factory, made)
     if callable(made):
-        return _packer_target(name, made)
+        return _packer_target(name, made, called=True)
     raise TargetError(f"target {name!r}: the factory returned {type(made).__name__}; {HINT}")

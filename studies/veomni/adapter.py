@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from dynbsz.config import PackerConfig
+from properties.repro_setup import PackerReproSetup
 from properties.targets.base import PackerComponent, Target
 from properties.targets.builtin import fixed_specs
-from properties.targets.repro_setup import PackerReproSetup
 
 from . import loaders
 

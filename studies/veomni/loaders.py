@@ -47,10 +47,10 @@ import torch
 from torch.utils.data import Dataset
 
 from properties.loader_targets import DelegatingLoader, shutdown_workers, trace_of
+from properties.repro_setup import ReproSetup
 from properties.scenarios import LoaderScenario, SkewScenario
 from properties.skew_props import SKEW_WORKLOAD, SkewRun
 from properties.targets.base import LoaderComponent
-from properties.targets.repro_setup import ReproSetup
 
 MISSING = "VeOmni 0.1.12 is not importable (install the extra: bash ci/install.sh --veomni)"
 
