@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import corpus
 from .scenarios import LoaderScenario
 from .stream_scenarios import StreamScenario
+from .targets import resolve
 from .targets.patched import ROOT
 from .targets.studies import fix_diff
 
@@ -170,3 +171,19 @@ def header(entry: dict[str, Any], library: str, path: str, schedule: str | None)
                  + (" With 2+ workers the outcome can depend on timing: run it a few times."
                     if corpus.timing_may_matter(entry) else ""))]
     return '"""' + "\n\n".join(text) + '\n"""'
+
+
+def example_and_component(entry: dict[str, Any], path: str, fmt: str, decode: Callable[[dict], Any],
+                          kind: str) -> tuple[Any, Any]:
+    """The entry's example decoded (``decode``, for examples of format ``fmt``) and its component, or the
+    ReproError that says why a script cannot be written from it (``kind``: "loader" or "packer", for the message)."""
+    if (entry.get("example") or {}).get("format") != fmt:
+        raise ReproError(f"{path}: {entry['property']} is written for {kind} examples ({fmt}) only")
+    try:
+        example = decode(entry["example"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReproError(f"{path}: not a {kind} example ({e})") from None
+    target = resolve(entry["target"])
+    if target.unavailable:
+        raise ReproError(f"{path}: target {entry['target']!r} is unavailable here: {target.unavailable}")
+    return example, target.component(entry["component"])

@@ -29,13 +29,13 @@ from .repro_code import (
     ReproError,
     close_lines,
     each_epoch_once,
+    example_and_component,
     header,
     judge_exact,
     judge_per_epoch,
     schedule_loop,
 )
 from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
-from .targets import resolve
 
 #: the properties a loader script is written for, and the trainer models whose loops it inlines for each
 SCHEDULE_TRAINERS = {"loader_resume": ("adversarial",), "exactly_once": ("adversarial",),
@@ -46,16 +46,7 @@ SCHEDULE_TRAINERS = {"loader_resume": ("adversarial",), "exactly_once": ("advers
 def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     """The scenario, component and ``ReproSetup`` of a loader entry, or the ReproError that says why none."""
     prop = entry["property"]
-    if (entry.get("example") or {}).get("format") != LOADER_FORMAT:
-        raise ReproError(f"{path}: {prop} is written for loader examples ({LOADER_FORMAT}) only")
-    try:
-        sc = decode_loader_scenario(entry["example"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ReproError(f"{path}: not a loader example ({e})") from None
-    target = resolve(entry["target"])
-    if target.unavailable:
-        raise ReproError(f"{path}: target {entry['target']!r} is unavailable here: {target.unavailable}")
-    component = target.component(entry["component"])
+    sc, component = example_and_component(entry, path, LOADER_FORMAT, decode_loader_scenario, "loader")
     setup = getattr(component, "repro_setup", None)
     # a repro_setup renders the construction of its own module's make_loader; a component whose make_loader was
     # replaced (a wrapper that changes what is built: the documented VeOmni target's drop_last=False) is not it

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .repro_code import ReproError, header
+from .repro_code import ReproError, example_and_component, header
 from .scenarios import PACKER_FORMAT, decode_packer_example
-from .targets import resolve
 
 #: the packer properties a script is written for (the harness's drive: no trainer loop is involved)
 SCHEDULE_TRAINERS = {"budget": ("adversarial",)}
@@ -39,20 +38,10 @@ sys.exit(0)
 
 def write_packer(entry: dict[str, Any], path: str) -> str:
     """The script for a packer example; ReproError where none is written."""
-    prop = entry["property"]
-    if (entry.get("example") or {}).get("format") != PACKER_FORMAT:
-        raise ReproError(f"{path}: {prop} is written for packer examples ({PACKER_FORMAT}) only")
-    try:
-        ex = decode_packer_example(entry["example"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ReproError(f"{path}: not a packer example ({e})") from None
+    ex, component = example_and_component(entry, path, PACKER_FORMAT, decode_packer_example, "packer")
     if ex.restore_after:
         raise ReproError(f"{path}: a script is written for packer examples without restores so far (this one restores "
                          f"after positions {list(ex.restore_after)})")
-    target = resolve(entry["target"])
-    if target.unavailable:
-        raise ReproError(f"{path}: target {entry['target']!r} is unavailable here: {target.unavailable}")
-    component = target.component(entry["component"])
     setup = getattr(component, "repro_setup", None)
     if setup is None:
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
