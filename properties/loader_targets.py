@@ -7,6 +7,7 @@ wraps them into ``LoaderComponent``s (what each promises and which knobs it has)
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -151,9 +152,35 @@ def shutdown_workers(dl: Any) -> None:
 
 class DelegatingLoader:
     """A foreign loader's own set_epoch / iter / state_dict / load_state_dict, unchanged, and a close
-    that stops its workers: what the suite's loader interface asks of an adapter around ``self.dl``."""
+    that stops its workers: what the suite's loader interface asks of an adapter around ``self.dl``.
 
-    dl: Any
+    ``close`` stops the workers of every iterator the loader made (``_get_iterator``, tracked by weak reference),
+    not only of its current one: a non-persistent loader replaces its iterator each ``iter()`` (and again when the
+    new one starts finished, StatefulDataLoader.__iter__), and an iterator dropped with live workers is freed only
+    by the cyclic garbage collector, whose ``__del__`` then waits 5 s per worker for a shutdown that its
+    half-finalized queues never deliver. Only resources: nothing a loader delivers changes."""
+
+    _dl: Any = None
+    _made: tuple = ()
+
+    @property
+    def dl(self) -> Any:
+        return self._dl
+
+    @dl.setter
+    def dl(self, loader: Any) -> None:
+        self._dl, self._made = loader, []
+        make = getattr(type(loader), "_get_iterator", None)
+        if make is None:
+            return
+        made, owner = self._made, weakref.ref(loader)   # no reference back to the loader: no cycle of our own
+
+        def tracked():
+            it = make(owner())
+            made.append(weakref.ref(it))
+            return it
+
+        loader._get_iterator = tracked
 
     def set_epoch(self, epoch: int) -> None:
         self.dl.set_epoch(epoch)
@@ -168,9 +195,13 @@ class DelegatingLoader:
         self.dl.load_state_dict(state)
 
     def close(self) -> None:
-        if self.dl is not None:
-            shutdown_workers(self.dl)
-        self.dl = None
+        for ref in self._made:
+            it = ref()
+            if it is not None and getattr(it, "_shutdown", True) is False:
+                it._shutdown_workers()
+        if self._dl is not None:
+            shutdown_workers(self._dl)
+        self._dl, self._made = None, ()
 
 
 def torchdata_repro(sc: LoaderScenario) -> ReproSetup:

@@ -39,6 +39,7 @@ from studies.litdata import adapter as litdata_target
 from studies.veomni import PINNED
 from studies.veomni import loaders as veomni_loaders
 from tests.repro_harness import harness_runs
+from tests.script_batch import run_scripts
 from tests.test_hf_conformance import RACES
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
@@ -87,26 +88,50 @@ def test_every_stream_finding_pin_of_a_written_property_is_covered():
             "L13", "L14", "L15", "L17", "H3-torchdata", "H5-torchdata", "H6", "L9", "L16"} <= found
 
 
-@pytest.mark.parametrize("finding,path", PINS, ids=[f for f, _ in PINS])
-def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, tmp_path):
-    entry = corpus.load(path)
-    if not INSTALLED[entry["target"]]:
-        pytest.skip(f"{entry['target']} is not installed")
-    script = tmp_path / f"{finding}.py"
-    script.write_text(repro.write(entry, path=str(path)))
-    done = run_script(script, tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+def _of(target: str) -> list[tuple[str, Path]]:
+    return [(finding, path) for finding, path in PINS if corpus.load(path)["target"] == target]
+
+
+def _written(pins: list[tuple[str, Path]], tmp_path: Path) -> list[Path]:
+    scripts = []
+    for finding, path in pins:
+        scripts.append(tmp_path / f"{finding}.py")
+        scripts[-1].write_text(repro.write(corpus.load(path), path=str(path)))
+    return scripts
+
+
+@pytest.mark.parametrize("finding,path", _of("litdata"), ids=[f for f, _ in _of("litdata")])
+def test_litdata_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, tmp_path):
+    # a process each: in one interpreter each loader's worker takes litdata's 5 s status check to stop
+    if not INSTALLED["litdata"]:
+        pytest.skip("litdata is not installed")
+    check_stream_run(finding, corpus.load(path), run_script(_written([(finding, path)], tmp_path)[0], tmp_path))
+
+
+def test_hf_scripts_fail_on_the_release_and_print_the_harness_runs(tmp_path):
+    # all in one interpreter (tests/script_batch.py: datasets and torch imported once), each as python runs it
+    if not INSTALLED["hf-iterable"]:
+        pytest.skip("datasets is not installed")
+    pins = _of("hf-iterable")
+    for (finding, path), done in zip(pins, run_scripts(_written(pins, tmp_path), tmp_path)):
+        check_stream_run(finding, corpus.load(path), done)
+
+
+def check_stream_run(finding: str, entry: dict, done) -> None:
+    """The script exited 1 on the release and printed the harness's own runs (where they cannot depend on timing), or
+    crashed with the harness's exception."""
+    assert done.returncode == 1, (finding, done.stdout + done.stderr[-2000:])
     harness = harness_runs(entry)
     if isinstance(harness, str):
         exception = harness.split(":")[0]
-        assert exception in done.stderr, (harness[:300], done.stderr[-2000:])
+        assert exception in done.stderr, (finding, harness[:300], done.stderr[-2000:])
         return
     sc = decode_stream_scenario(entry["example"])
     # persistent workers abandoned by an early break run their prefetch when they run (H8): even the uninterrupted
     # run's next epoch is timing there
     first = "trained" if entry["property"] == "stream_trainer_epochs" else "uninterrupted"
     if not (corpus.timing_may_matter(entry) and sc.persistent_workers and sc.break_after is not None):
-        assert [tuple(s) for s in printed(done.stdout, first)] == harness[0], done.stdout
+        assert [tuple(s) for s in printed(done.stdout, first)] == harness[0], (finding, done.stdout)
     if harness[1] is None:
         return   # an uninterrupted run alone (stream_trainer_epochs)
     if entry["property"] == "stream_mixture" and "\nresumed:" not in done.stdout:
@@ -117,7 +142,7 @@ def test_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, 
         # exit code above and the corpus pins say, and the uninterrupted run (no restore: round-robin order) agrees
         return
     second = "preempted" if entry["property"] == "stream_trainer_resume" else "resumed"
-    assert [tuple(s) for s in printed(done.stdout, second)] == harness[1], done.stdout
+    assert [tuple(s) for s in printed(done.stdout, second)] == harness[1], (finding, done.stdout)
 
 
 def test_a_script_passes_once_the_bug_is_fixed(tmp_path):
@@ -161,11 +186,12 @@ def test_unsupported_entries_are_refused_naming_what_is_supported(capsys, tmp_pa
 
 def test_trainer_outside_the_written_loops_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
-        cli.main(["repro", str(PINS[0][1]), "--trainer", "lightning"])
+        cli.main(["repro", str(PINS[0][1]), "--trainer", "nope"])
     assert e.value.code == 2
-    assert "invalid choice: 'lightning'" in capsys.readouterr().err
-    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps, torchtitan, veomni"):
-        repro.write(corpus.load(PINS[0][1]), trainer="lightning")
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    with pytest.raises(repro.ReproError, match="allowed values: adversarial, torchdata, lightning-steps, torchtitan, "
+                                               "lightning, veomni"):
+        repro.write(corpus.load(PINS[0][1]), trainer="nope")
     # a stream_resume pin asked for under a trainer loop is refused naming the one written for its property
     with pytest.raises(repro.ReproError, match="trainer 'torchdata'.*allowed values: adversarial.*replay"):
         repro.write(corpus.load(PINS[0][1]), path=str(PINS[0][1]), trainer="torchdata")
@@ -274,11 +300,13 @@ def test_every_deterministic_veomni_pin_of_a_written_property_is_covered():
                                            "V4-veomni", "V16-veomni"}
 
 
-@pytest.mark.parametrize("finding,path", VEOMNI_PINS, ids=[f for f, _ in VEOMNI_PINS])
-def test_veomni_script_fails_on_the_release_and_prints_the_harness_runs(finding, path, tmp_path):
+def test_veomni_scripts_fail_on_the_release_and_print_the_harness_runs(tmp_path):
+    # one interpreter for all (tests/script_batch.py: VeOmni's import, 3.5 s, once), each script as python runs it
     if not veomni_loaders.available():
         pytest.skip(veomni_loaders.MISSING)
-    check_loader_script(finding, path, tmp_path)
+    scripts = [write_loader_script(finding, path, tmp_path) for finding, path in VEOMNI_PINS]
+    for (finding, path), ran in zip(VEOMNI_PINS, run_scripts(scripts, tmp_path)):
+        check_loader_run(finding, corpus.load(path), ran)
 
 
 #: the suite's own pins of the plain torchdata loader (properties.targets.builtin.torchdata_target)
@@ -288,28 +316,30 @@ TORCHDATA_PINS = sorted((Path(__file__).parent / "regressions").glob("*-torchdat
 @pytest.mark.parametrize("path", TORCHDATA_PINS, ids=[p.name.split("-")[0] for p in TORCHDATA_PINS])
 def test_torchdata_script_fails_on_the_release_and_prints_the_harness_runs(path, tmp_path):
     assert {corpus.load(p)["property"] for p in TORCHDATA_PINS} == {"loader_resume", "epoch_reshuffle"}
-    check_loader_script(path.stem, path, tmp_path)
+    check_loader_run(path.stem, corpus.load(path), run_script(write_loader_script(path.stem, path, tmp_path), tmp_path))
 
 
-def check_loader_script(finding: str, path: Path, tmp_path: Path) -> None:
-    """The pin's script imports only its library, torch and the standard library, exits 1 on the release, and prints
-    the harness's own runs of the example."""
-    entry = corpus.load(path)
-    text = repro.write(entry, path=str(path))
+def write_loader_script(finding: str, path: Path, tmp_path: Path) -> Path:
+    """The pin's script, which imports only its library, torch and the standard library, within its line budget."""
+    text = repro.write(corpus.load(path), path=str(path))
     assert imported_roots(text) <= STDLIB | LIBRARY, imported_roots(text) - STDLIB
     for own in ("dynbsz", "properties", "simulator", "tests"):
         assert f"import {own}" not in text and f"from {own}" not in text
     assert len(text.splitlines()) <= OVER_60.get(finding, 60), f"{finding}: {len(text.splitlines())} lines"
     script = tmp_path / f"{finding}.py"
     script.write_text(text)
-    done = run_script(script, tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
-    assert "first difference: " in done.stdout, done.stdout
+    return script
+
+
+def check_loader_run(finding: str, entry: dict, done) -> None:
+    """The script exited 1 on the release and printed the harness's own runs of the example."""
+    assert done.returncode == 1, (finding, done.stdout + done.stderr[-2000:])
+    assert "first difference: " in done.stdout, (finding, done.stdout)
     first, second = {"epoch_reshuffle": ("persistent", "non-persistent"),
                      "trainer_resume": ("uninterrupted", "preempted")}.get(entry["property"], ("uninterrupted", "resumed"))
     plain, resumed = loader_harness_runs(entry)
-    assert printed(done.stdout, first) == plain, done.stdout
-    assert printed(done.stdout, second) == resumed, done.stdout
+    assert printed(done.stdout, first) == plain, (finding, done.stdout)
+    assert printed(done.stdout, second) == resumed, (finding, done.stdout)
 
 
 V14 = "dp_step_counts-loader_worker-veomni-1ff2675553.json"
@@ -370,12 +400,10 @@ def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
 
     patched = VEOMNI.build()
     # loader:main, loader:worker, loader:multisource; epoch_reshuffle; trainer_resume under VeOmni's loop
-    for finding in ("V1", "V8", "V9", "V7", "V4-veomni"):
-        path = dict(VEOMNI_PINS)[finding]
-        script = tmp_path / f"{finding}.py"
-        script.write_text(repro.write(corpus.load(path), path=str(path)))
-        done = run_script(script, tmp_path, str(patched))
-        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    findings = ("V1", "V8", "V9", "V7", "V4-veomni")
+    scripts = [write_loader_script(f, dict(VEOMNI_PINS)[f], tmp_path) for f in findings]
+    for finding, done in zip(findings, run_scripts(scripts, tmp_path, str(patched))):
+        assert done.returncode == 0, (finding, done.stdout + done.stderr[-2000:])
 
 
 # ---- torchtitan's findings under its own loop (trainers._torchtitan_run), in torchtitan's overlay ----
@@ -388,6 +416,7 @@ _IN_OVERLAY = """
 import json, sys
 from properties import corpus, repro
 from tests.repro_harness import harness_runs
+from tests.script_batch import run_scripts
 out = {}
 for finding, path in json.loads(sys.argv[1]).items():
     entry = corpus.load(path)
