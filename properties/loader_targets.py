@@ -70,6 +70,46 @@ def dynbsz_loader(sc: LoaderScenario):
                         **cost_source(sc))
 
 
+def dynbsz_repro(sc: LoaderScenario) -> ReproSetup:
+    """``dynbsz_loader`` as standalone code (``properties.repro_loader``): the scenario's workload sampled with its
+    seed (``dynbsz.workload``), the dataset, packer, gate, loader config and cost source as ``dynbsz_loader`` builds
+    them, the scenario's values as literals. It imports dynbsz only: the library under test."""
+    from dataclasses import MISSING, fields
+    from importlib import metadata
+
+    def literal(obj: Any) -> str:   # a frozen config as its constructor call, its non-default fields only
+        given = [(f.name, getattr(obj, f.name)) for f in fields(obj) if f.name != "cost_model"
+                 and (f.default is MISSING or getattr(obj, f.name) != f.default)]
+        return f"{type(obj).__name__}({', '.join(f'{k}={v!r}' for k, v in given)})"
+
+    specs = [f"SourceSpec({s.name!r}, {s.weight!r}, median_tokens={s.median_tokens!r}, sigma={s.sigma!r}, "
+             f"cost_base_s={s.cost_base_s!r})" for s in sc.workload().sources]
+    fitted = sc.order == "balanced" and sc.cost_estimates == "fitted"
+    config = literal(loader_config(sc))
+    if fitted:   # the config's cost model, fitted on the trace as loader_config fits it
+        config = config[:-1] + ", cost_model=CostModel.fit(TRACE))"
+    cost = {"": "", "exact": ", meta_fn=TraceMeta(TRACE, cost_s=TRACE.cost_s), cost_fn=exact_cost",
+            "fitted": ", meta_fn=TraceMeta(TRACE)"}[sc.cost_estimates if sc.order == "balanced" else ""]
+    code = ["# the samples (ids, tokens, sources) and their decode costs, as the harness draws them",
+            f"TRACE = Workload(({specs[0]},", *[f"                  {x}," for x in specs[1:]],
+            f"                  )).sample({sc.num_samples}, {sc.data_seed})", "", "def make():",
+            f"    return build_loader(TraceMapDataset(TRACE), {literal(packer_config(sc))}, "
+            f"FixedGate({sc.buffer_size}),", f"                        {config}{cost})", "",
+            "def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+            "    loader.close()", ""]
+    imports = ["from dynbsz.config import PackerConfig", "from dynbsz.datasets import TraceMapDataset",
+               "from dynbsz.gates import FixedGate", "from dynbsz.loader import build_loader",
+               "from dynbsz.loader_config import LoaderConfig", "from dynbsz.workload import SourceSpec, Workload"]
+    if sc.order == "balanced":
+        names = ["CostModel"] if fitted else ["TraceMeta", "exact_cost"]
+        names += ["TraceMeta"] if fitted else []
+        imports.append(f"from dynbsz.costs import {', '.join(sorted(set(names)))}")
+    return ReproSetup(f"dynbsz {metadata.version('dynbsz-harness')}", (), tuple(sorted(imports)), "\n".join(code),
+                      "tuple(tuple(mb.ids) for mb in batch.micro_batches)", "loader.set_epoch(epoch)",
+                      # step_signature: the step's index, each micro-batch's ids and the budget it was cut against
+                      "(batch.index,) + tuple((tuple(mb.ids), mb.budget) for mb in batch.micro_batches)")
+
+
 def step_signature(step) -> tuple:
     """What an exact resume must reproduce of a dynbsz step: its global index, and each
     micro-batch's ids and the budget it was cut against (warm-up resumes at the same step)."""

@@ -85,6 +85,17 @@ def _judge_loader_once(sc: LoaderScenario) -> str:
                             "{sorted(lost)} left out")
 
 
+def _compared(path: str, component: Any, code: Any) -> str:
+    """What a step-for-step judgement compares: the step's signature where the component compares one (its setup
+    must render it), else its ids."""
+    if component.signature is None:
+        return code.ids
+    if code.signature is None:
+        raise ReproError(f"{path}: {component.name} compares a signature of each step, which its rendered loader "
+                         "does not write; replay it instead: " + corpus.replay_command(path))
+    return code.signature
+
+
 def _write_schedule(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
     """A loader example of loader_resume or exactly_once under the adversarial schedule (``run_schedule``), judged
     as ``loader_suite`` judges it; the epoch-end restores ``with_boundary_restores`` adds are computed here, by the
@@ -93,10 +104,8 @@ def _write_schedule(entry: dict[str, Any], path: str, sc: LoaderScenario, compon
     at_end = ", at_epoch_end=True" if sc.restore_at_epoch_end else ""
     ordered = prop == "loader_resume" and (component.promises_order if sc.in_order
                                            else component.promises_order_under_out_of_order)
+    ids = _compared(path, component, code) if ordered else code.ids
     if ordered:
-        if component.signature is not None:
-            raise ReproError(f"{path}: {component.name} compares a signature of each step, not its ids: "
-                             "a script compares ids only")
         plain, with_ends = L.with_boundary_restores(component.make_loader, sc, ids_of=component.ids_of or
                                                     L.default_ids_of, codec=component.state_codec)
         points = list(with_ends.checkpoints)
@@ -109,7 +118,7 @@ def _write_schedule(entry: dict[str, Any], path: str, sc: LoaderScenario, compon
         schedule = f"uninterrupted = run([])\nresumed = run({points}{at_end})\n"
         judge = _judge_loader_once(sc)
     view = dataclasses.replace(sc, checkpoints=tuple(points))
-    loop = schedule_loop(view, code.ids, code.epoch_hook, close="def close(" not in code.code, unit="step")
+    loop = schedule_loop(view, ids, code.epoch_hook, close="def close(" not in code.code, unit="step")
     stdlib = [f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})]
     # the schedule is the only one written for loader examples (the adversarial one): the script's loop says it
     body = [header(entry, code.library, path, None), "", *stdlib, "", *code.imports, "", f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", loop, "",
@@ -129,9 +138,7 @@ def _write_veomni(entry: dict[str, Any], path: str, sc: LoaderScenario, componen
     if code.epoch_hook is None:
         raise ReproError(f"{path}: VeOmni's loop calls set_epoch before each epoch; {component.name} renders none")
     ordered = promises_order(component, sc.in_order)
-    if ordered and component.signature is not None:
-        raise ReproError(f"{path}: {component.name} compares a signature of each step, not its ids: "
-                         "a script compares ids only")
+    ids = _compared(path, component, code) if ordered else code.ids
     kills = sorted({k for k in sc.checkpoints if k > 0})
     save = "pickle.loads(pickle.dumps(loader.state_dict()))"
     loop = _closer(sc, code) + [
@@ -145,7 +152,7 @@ def _write_veomni(entry: dict[str, Any], path: str, sc: LoaderScenario, componen
         "            for _ in range(start_step, TRAIN_STEPS):",
         "                step += 1  # before next(): an exhausted iterator still counts a step",
         "                if (batch := next(it, None)) is None:", "                    break",
-        f"                trained.append((step, epoch, {code.ids}))",
+        f"                trained.append((step, epoch, {ids}))",
         f"                checkpoint, saved = (step, {save}), step",
         "                if kills and step >= kills[0]:  # preempted right after this step",
         "                    kills, killed = kills[1:], True", "                    break",

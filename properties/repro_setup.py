@@ -27,6 +27,9 @@ class ReproSetup:
     code: str
     ids: str
     epoch_hook: str | None = None
+    #: the expression of a step's signature where the component compares one (``LoaderComponent.signature``: what
+    #: loader_resume holds step for step); None: the component compares ids
+    signature: str | None = None
 
 
 @dataclass(frozen=True)

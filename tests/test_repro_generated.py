@@ -258,6 +258,9 @@ def _veomni_pins() -> list[tuple[str, Path]]:
 
 
 TRAINER_PINS = sorted((REGRESSIONS / "trainers").glob("trainer_resume-*.json"))
+#: a loader mutant's pin (the suite's own corpus)
+MUTANT_LOADER_PIN = (Path(__file__).parent / "regressions" /
+                     "loader_resume-loader_worker-mutant_rotation-not-restored-36753ea738.json")
 VEOMNI_PINS = _veomni_pins()
 STDLIB = set(sys.stdlib_module_names)
 LIBRARY = {"veomni", "torch", "torchdata"}
@@ -379,7 +382,8 @@ def test_loader_entries_without_a_standalone_loader_are_refused(tmp_path):
     hang = {**corpus.load(REGRESSIONS / V14), "property": "no_hang"}
     with pytest.raises(repro.ReproError, match="property 'no_hang'.*loader_resume, exactly_once.*replay"):
         repro.write(hang, path="x.json")
-    entry = {**corpus.load(REGRESSIONS / PINNED["V1"]), "target": "dynbsz", "component": "loader:main"}
+    # a mutant's loader is the suite's own class: no script renders it
+    entry = corpus.load(MUTANT_LOADER_PIN)
     with pytest.raises(repro.ReproError, match="renders no standalone loader.*loader:main, loader:worker"):
         repro.write(entry, path="x.json")
     assert not repro.supports(entry)
@@ -498,6 +502,25 @@ def test_packer_entries_the_script_does_not_model_are_refused():
         repro.write({**entry, "target": "dynbsz", "example": {**entry["example"], "gate": {"kind": "probe_high_water",
                                                                                              "fraction": 1.0}}},
                     path="x.json")
+
+
+def test_a_dynbsz_loader_script_passes_where_dynbsz_holds_and_prints_the_harness_runs(tmp_path):
+    # a mutant's loader_resume pin written for dynbsz's own loader (the mutant renders none: the suite's class):
+    # dynbsz resumes it exactly, so the script exits 0, printing the harness's runs step signature for step signature
+    entry = {**corpus.load(MUTANT_LOADER_PIN), "target": "dynbsz"}
+    text = repro.write(entry, path="x.json")
+    assert imported_roots(text) <= STDLIB | {"dynbsz"} and len(text.splitlines()) <= 60, text
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    done = run_script(script, tmp_path, str(STUDIES.parent))   # dynbsz is the library under test here
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    sc = decode_loader_scenario(entry["example"])
+    component = resolve("dynbsz").component(entry["component"])
+    kw = dict(ids_of=component.signature, codec=component.state_codec)
+    plain, with_ends = L.with_boundary_restores(component.make_loader, sc, **kw)
+    assert printed(done.stdout, "uninterrupted") == plain.steps == L.run_schedule(component.make_loader, with_ends,
+                                                                                  **kw).steps
+    assert printed(done.stdout, "resumed") == plain.steps
 
 
 USER_PACKER = """

@@ -133,14 +133,16 @@ WORKER_SKEW = ("runtime='worker' hands out micro-batches packed inside each work
 
 def dynbsz_loader_component(runtime: str, make_loader=None) -> LoaderComponent:
     """dynbsz's loader in one runtime; a loader mutant stands in for one of these, by name."""
-    from ..loader_targets import dynbsz_loader, step_signature
+    from ..loader_targets import dynbsz_loader, dynbsz_repro, step_signature
     from ..skew_props import dynbsz_skew_runner
 
+    # a mutant's loader (make_loader given) is the suite's own class: no script renders it
+    rendered = {"repro_setup": dynbsz_repro} if make_loader is None else {}
     make_loader = make_loader or dynbsz_loader
     # Both runtimes: bounded by max_steps (max_tokens needs a process group: tests/test_loader_distributed.py
     # runs it on two gloo ranks), an iterator dropped mid-epoch continues, fork or spawn workers.
     common = dict(make_loader=make_loader, signature=step_signature, stopping=("max_steps",),
-                  resumes_dropped_iterator=True, start_methods=(None, "fork", "spawn"))
+                  resumes_dropped_iterator=True, start_methods=(None, "fork", "spawn"), **rendered)
     if runtime == "main":
         return LoaderComponent(name="loader:main", runtime="main", skew_runner=dynbsz_skew_runner,
                                orders=("sampler", "balanced"), reorder_buffer=True, **common)
