@@ -18,12 +18,14 @@ It prints what the uninterrupted and the resumed runs delivered and the first di
 while the bug is present, 0 once it is fixed. ``tests/test_repro_generated.py`` holds every generated
 script to the harness: the batches it prints are the harness's own runs of the same example.
 
-Written so far for stream examples (litdata, Hugging Face datasets) of ``stream_resume``,
-``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule and ``stream_trainer_resume``
-under torchdata's, Lightning's (every-step checkpoints) or torchtitan's (its overlay; the component's
-``training_steps``); loader examples (VeOmni's) are written by
-``properties.repro_loader``, the pieces both share are in ``properties.repro_code``. Anything else is refused with
-what is supported (the hand-written scripts under ``studies/*/repros/`` cover the rest of what is committed).
+Written here for stream examples (litdata, Hugging Face datasets, torchtitan) of ``stream_resume``,
+``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule, ``stream_trainer_resume`` under
+torchdata's, Lightning's (every-step checkpoints) or torchtitan's loop (its overlay; the component's
+``training_steps``), ``stream_trainer_epochs`` under Lightning's fit loop uninterrupted, and ``stream_no_hang``
+under torchtitan's loop with the DataLoader's timeout on each batch. Loader examples (VeOmni's, dynbsz's, the plain
+torchdata loader's) are written by ``properties.repro_loader``, packer examples (``budget``) by
+``properties.repro_packer``; the pieces they share are in ``properties.repro_code``. Anything else is refused with
+what is supported.
 """
 
 from __future__ import annotations
