@@ -239,9 +239,9 @@ class DelegatingLoader:
             it = ref()
             if it is not None and getattr(it, "_shutdown", True) is False:
                 it._shutdown_workers()
-        if self._dl is not None:
-            shutdown_workers(self._dl)
-        self._dl, self._made = None, ()
+        if self.dl is not None:
+            shutdown_workers(self.dl)
+        self.dl = None
 
 
 def torchdata_repro(sc: LoaderScenario) -> ReproSetup:

@@ -299,8 +299,10 @@ def test_loader_mutants_stand_in_for_dynbsz_loader_components():
             assert "arrival timing" in component.knob_notes["in_order"]
             reference = replace(reference, in_order=(True,),
                                 knob_notes={**reference.knob_notes, "in_order": component.knob_notes["in_order"]})
-        # same knobs and promises as the component it replaces: only the loader differs
-        assert replace(component, make_loader=reference.make_loader) == reference
+        # same knobs and promises as the component it replaces: only the loader differs, and a mutant (the suite's
+        # own class) renders no standalone script where dynbsz's loader does
+        assert component.repro_setup is None and reference.repro_setup is not None
+        assert replace(component, make_loader=reference.make_loader, repro_setup=reference.repro_setup) == reference
 
 
 # ---- a user's own loader, as MODULE:FACTORY returning a Target -----------------------------------
