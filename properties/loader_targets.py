@@ -101,9 +101,7 @@ def dynbsz_repro(sc: LoaderScenario) -> ReproSetup:
                "from dynbsz.gates import FixedGate", "from dynbsz.loader import build_loader",
                "from dynbsz.loader_config import LoaderConfig", "from dynbsz.workload import SourceSpec, Workload"]
     if sc.order == "balanced":
-        names = ["CostModel"] if fitted else ["TraceMeta", "exact_cost"]
-        names += ["TraceMeta"] if fitted else []
-        imports.append(f"from dynbsz.costs import {', '.join(sorted(set(names)))}")
+        imports.append(f"from dynbsz.costs import {'CostModel, TraceMeta' if fitted else 'TraceMeta, exact_cost'}")
     return ReproSetup(f"dynbsz {metadata.version('dynbsz-harness')}", (), tuple(sorted(imports)), "\n".join(code),
                       "tuple(tuple(mb.ids) for mb in batch.micro_batches)", "loader.set_epoch(epoch)",
                       # step_signature: the step's index, each micro-batch's ids and the budget it was cut against

@@ -40,6 +40,7 @@ from .repro_code import (
     EPOCH_IDS,
     SHOW,
     ReproError,
+    as_preempted,
     close_lines,
     each_epoch_once,
     header,
@@ -53,7 +54,7 @@ from .repro_loader import plan, write_loader
 from .repro_packer import SCHEDULE_TRAINERS as PACKER_TRAINERS
 from .repro_packer import write_packer
 from .stream_scenarios import StreamScenario, decode_stream_scenario
-from .stream_suite import judged, trainer_kills
+from .stream_suite import judged, trainer_kills, trainer_kw
 from .targets import resolve
 from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
@@ -71,8 +72,6 @@ SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": (
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
            "write", "write_file"]
-
-
 
 
 def _torchdata_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) -> str:
@@ -129,7 +128,6 @@ def _lightning_steps_loop(sc: StreamScenario, ids: str, epoch_hook: str | None) 
     return "\n".join(lines)
 
 
-
 def _torchtitan_loop(sc: StreamScenario, ids: str, steps: int | None) -> str:
     """``trainers._torchtitan_run``: torchtitan's Trainer.train, one lazy ``iter()`` per job, ``training.steps`` steps
     (``steps``; None: until the data runs out, which ends training without a save), a DCP checkpoint after every step
@@ -160,7 +158,8 @@ def _torchtitan_loop(sc: StreamScenario, ids: str, steps: int | None) -> str:
     return "\n".join(lines)
 
 
-def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
+def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str, run: str = "resumed", show: str = SHOW) -> str:
+    """``stream_props.check_epoch`` over each epoch of ``run`` (the resumed run, or a trainer's one run)."""
     why = f"  # {reason}" if reason else ""
     if sc.dp_size == 1:
         head = [f"ALL = {{1000 * k + i for k, n in enumerate({list(sc.sources)}) for i in range(n)}}  # each epoch, once each"]
@@ -171,10 +170,9 @@ def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str) -> str:
         head.append(f"LOSS = {loss!r}{why}")
         judged.append("len(lost) > LOSS" + (" and e != 0" if sc.break_after is not None else ""))
     note = "  # epoch 0's loop broke early: no loss is judged" if sc.break_after is not None and len(judged) > 2 else ""
-    return each_epoch_once(head, "[sid for ee, batch in resumed if ee == e for sid in batch]", sc.dp_size, judged,
-                            note, "epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, "
-                                  "left out {sorted(lost)}")
-
+    return each_epoch_once(head, f"[sid for ee, batch in {run} if ee == e for sid in batch]", sc.dp_size, judged,
+                           note, "epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, "
+                                 "left out {sorted(lost)}", show)
 
 
 def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[str, ...]) -> str:
@@ -198,7 +196,6 @@ def _judge_mixture(sc: StreamScenario, weights: tuple[float, ...], runs: tuple[s
         print(bad[0] if bad else 'every epoch as weighted')
         sys.exit(1 if bad else 0)
         """)
-
 
 
 def _trainer_of(entry: dict[str, Any], prop: str, trainer: str | None, path: str) -> str:
@@ -270,12 +267,12 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
                              f"sized loaders so far; replay it instead: {corpus.replay_command(path)}")
     if prop == "stream_trainer_resume":
         if trainer == "torchtitan":
-            loop = _torchtitan_loop(sc, code.ids, component.training_steps(sc) if component.training_steps else None)
+            loop = _torchtitan_loop(sc, code.ids, trainer_kw(component, "torchtitan", sc)["training_steps"])
         else:
             loop = (_lightning_steps_loop if trainer == "lightning-steps" else _torchdata_loop)(sc, code.ids,
                                                                                               code.epoch_hook)
         judge = judge_exact() if level == "exact" else judge_per_epoch()
-        judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
+        judge = as_preempted(judge)
         schedule = f"uninterrupted = run([])\npreempted = run({list(trainer_kills(sc))})\n"
     elif prop == "stream_mixture" and mixture_runs == ("uninterrupted",):
         schedule = "uninterrupted = run()\n"
@@ -303,7 +300,6 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
     return "\n".join(body) + "\n"
 
 
-
 def _lightning_uninterrupted(ids: str, epoch_hook: str | None) -> str:
     """``_lightning_steps_loop`` without a preemption: the fit's one ``iter()`` before its first epoch, then each
     epoch ``set_epoch`` (and after the first, ``iter()``) and ``len(loader)`` batches."""
@@ -327,17 +323,8 @@ def _write_trainer_epochs(entry: dict[str, Any], path: str, sc: StreamScenario, 
         raise ReproError(f"{path}: a stream_trainer_epochs script is written for a sized loader without "
                          f"limit_train_batches and without a parallel mixture so far; replay it instead: "
                          f"{corpus.replay_command(path)}")
-    loss, reason = component.epoch_loss(sc)
-    if sc.dp_size == 1:
-        head = [f"ALL = {{1000 * k + i for k, n in enumerate({list(sc.sources)}) for i in range(n)}}  # each epoch, "
-                "once each", f"LOSS = {loss!r}" + (f"  # {reason}" if reason else "")]
-    else:
-        head = ["ALL = None  # a DP rank's share is the loader's to choose: only 'at most once' is judged"]
-    judged = ["twice"] if sc.dp_size > 1 else ["twice", "foreign", *(["len(lost) > LOSS"] if loss is not None else [])]
-    judge = each_epoch_once(head, "[sid for ee, batch in trained if ee == e for sid in batch]", sc.dp_size, judged,
-                            "", "first difference: epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} "
-                                "foreign, left out {sorted(lost)}")
-    judge = judge.replace(SHOW, "trained = run([])\nprint(f'trained: {trained}')\n") + "sys.exit(0)\n"
+    judge = _judge_exactly_once(sc, *component.epoch_loss(sc), run="trained",
+                                show="trained = run([])\nprint(f'trained: {trained}')\n") + "sys.exit(0)\n"
     body = [header(entry, code.library, path, f"trainer model {trainer!r}, uninterrupted"), "",
             *[f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})], "", *sorted(code.imports), "",
             f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", _lightning_uninterrupted(code.ids, code.epoch_hook), "",
@@ -354,7 +341,7 @@ def _write_no_hang(entry: dict[str, Any], path: str, sc: StreamScenario, compone
     """``stream_no_hang`` under torchtitan's loop (its ``training.steps`` bound the run), uninterrupted, each batch
     bounded by the DataLoader's own ``timeout`` (``HANG_S``; torchtitan sets none): a worker that never delivers
     ends the run with the loader's error instead of hanging it."""
-    steps = component.training_steps(sc) if component.training_steps else None
+    steps = trainer_kw(component, "torchtitan", sc)["training_steps"]
     if not sc.num_workers or steps is None:
         raise ReproError(f"{path}: a stream_no_hang script is written for torchtitan's loop with DataLoader workers "
                          f"so far (their timeout bounds a batch); replay it instead: {corpus.replay_command(path)}")
@@ -376,7 +363,7 @@ def _bound(sc: StreamScenario, component: Any, trainer: str) -> str:
     """The run's length: its epochs, or under torchtitan (no epochs) its training.steps."""
     if trainer != "torchtitan":
         return f"EPOCHS = {sc.epochs}"
-    steps = component.training_steps(sc) if component.training_steps else None
+    steps = trainer_kw(component, "torchtitan", sc)["training_steps"]
     return (f"STEPS = {steps}  # torchtitan's training.steps" if steps
             else "# torchtitan's training.steps: more than the data holds (a finite loader ends training)")
 

@@ -137,15 +137,21 @@ def judge_once() -> str:
         """)
 
 
-def each_epoch_once(head: list[str], got: str, dp_size: int, judged: list[str], note: str, complaint: str) -> str:
+def each_epoch_once(head: list[str], got: str, dp_size: int, judged: list[str], note: str, complaint: str,
+                    show: str = SHOW) -> str:
     """Each epoch of the resumed run: ``got`` its sample ids; ``judged`` which of twice, foreign (not in ALL) and
-    lost (in ALL, not delivered) fail it; with several DP ranks only ``twice`` is known."""
+    lost (in ALL, not delivered) fail it; with several DP ranks only ``twice`` is known. ``show``: the statements
+    that print the runs before the judgement."""
     body = ["for e in range(EPOCHS):", f"    got = {got}",
             "    twice, foreign, lost = {s for s in got if got.count(s) > 1}, "
             + ("set(got) - ALL, ALL - set(got)" if dp_size == 1 else "set(), set()"),
             f"    if {' or '.join(judged)}:{note}", f"        print(f'{complaint}')", "        sys.exit(1)"]
-    return "\n".join(head) + "\n" + SHOW + "\n".join(body) + "\n"
+    return "\n".join(head) + "\n" + show + "\n".join(body) + "\n"
 
+
+def as_preempted(judge: str) -> str:
+    """A judgement of the ``resumed`` run as one of the ``preempted`` run (a trainer model's restarted job)."""
+    return judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
 
 
 def fix_of(entry: dict[str, Any]) -> str | None:

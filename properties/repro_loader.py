@@ -27,6 +27,7 @@ from .loader_suite import promises_order
 from .repro_code import (
     EPOCH_IDS,
     ReproError,
+    as_preempted,
     close_lines,
     each_epoch_once,
     example_and_component,
@@ -166,7 +167,7 @@ def _write_veomni(entry: dict[str, Any], path: str, sc: LoaderScenario, componen
         "        trained = [t for t in trained if t[0] <= step]  # the steps after the checkpoint are redone",
         "        if start_step == 0:", "            iter(loader)  # VeOmni's resume starts the epoch's iterator at once"]
     judge = judge_exact("step") if ordered else judge_per_epoch()
-    judge = judge.replace("resumed:       ", "preempted:     ").replace("resumed", "preempted")
+    judge = as_preempted(judge)
     bound = component.steps_per_epoch(sc)
     body = [header(entry, code.library, path, f"trainer model 'veomni', preempted after global steps {kills}"), "",
             *[f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})], "", *code.imports, "",
