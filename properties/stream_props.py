@@ -90,17 +90,24 @@ def with_boundaries(sc: StreamScenario, plain: StreamTranscript) -> StreamScenar
     return replace(sc, checkpoints=tuple(sorted(set(sc.checkpoints) | set(extra))))
 
 
+def _batch_for_batch(what: str, names: tuple[str, str], a: StreamTranscript, b: StreamTranscript,
+                     sc: StreamScenario) -> None:
+    """Raise PropertyViolation (``what``: the property's prefix) at the first batch where two runs of the schedule
+    differ, or where one of them ends first; ``names``: what each run is."""
+    for k, (x, y) in enumerate(zip(a.steps, b.steps)):
+        if x != y:
+            raise PropertyViolation(f"{what}: batch {k} differs ({schedule(sc)}): {names[0]} {x} vs {names[1]} {y}")
+    if len(a.steps) != len(b.steps):
+        more = b.steps[len(a.steps):] or a.steps[len(b.steps):]
+        raise PropertyViolation(f"{what}: {len(a.steps)} batches {names[0]} vs {len(b.steps)} {names[1]} "
+                                f"({schedule(sc)}); the first unmatched: {more[:3]}")
+
+
 def check_exact_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
     plain = run_stream(make, replace(sc, checkpoints=(), restore_at_epoch_end=False), ids_of=ids_of, codec=codec)
     sc = with_boundaries(sc, plain)
     resumed = run_stream(make, sc, ids_of=ids_of, codec=codec, epoch_end=epoch_end)
-    for k, (a, b) in enumerate(zip(plain.steps, resumed.steps)):
-        if a != b:
-            raise PropertyViolation(f"resume: batch {k} differs ({schedule(sc)}): uninterrupted {a} vs resumed {b}")
-    if len(plain.steps) != len(resumed.steps):
-        more = resumed.steps[len(plain.steps):] or plain.steps[len(resumed.steps):]
-        raise PropertyViolation(f"resume: {len(plain.steps)} batches uninterrupted vs {len(resumed.steps)} resumed "
-                                f"({schedule(sc)}); the first unmatched: {more[:3]}")
+    _batch_for_batch("resume", ("uninterrupted", "resumed"), plain, resumed, sc)
 
 
 def check_persistence(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
@@ -110,13 +117,7 @@ def check_persistence(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end
     loader documents it then delivers)."""
     persistent = run_stream(make, replace(sc, persistent_workers=True), ids_of=ids_of, codec=codec, epoch_end=epoch_end)
     fresh = run_stream(make, replace(sc, persistent_workers=False), ids_of=ids_of, codec=codec, epoch_end=epoch_end)
-    for k, (a, b) in enumerate(zip(persistent.steps, fresh.steps)):
-        if a != b:
-            raise PropertyViolation(f"persistent workers: batch {k} differs ({schedule(sc)}): persistent {a} vs "
-                                    f"non-persistent {b}")
-    if len(persistent.steps) != len(fresh.steps):
-        raise PropertyViolation(f"persistent workers: {len(persistent.steps)} batches with persistent workers vs "
-                                f"{len(fresh.steps)} without ({schedule(sc)})")
+    _batch_for_batch("persistent workers", ("persistent", "non-persistent"), persistent, fresh, sc)
 
 
 def check_once_resume(make, sc: StreamScenario, *, ids_of, codec: str, epoch_end: str = "open") -> None:
