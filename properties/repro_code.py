@@ -112,6 +112,20 @@ def judge_per_epoch() -> str:
         """)
 
 
+def without_def(code: str, name: str) -> str:
+    """``code`` without its top-level ``def name(...)`` block (to the next blank line), where it has one."""
+    lines, out, skipping = code.splitlines(), [], False
+    for line in lines:
+        if line.startswith(f"def {name}("):
+            skipping = True
+        elif skipping and not line.strip():
+            skipping = False
+            continue
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
 EPOCH_IDS = "def epoch_ids(steps, e):\n    return [sid for ee, batch in steps if ee == e for sid in batch]\n"
 SHOW = "print(f'uninterrupted: {uninterrupted}\\nresumed:       {resumed}')\n"
 
@@ -173,7 +187,8 @@ def header(entry: dict[str, Any], library: str, path: str, schedule: str | None)
     text = [fill(f"{library}{finding}: {entry['property']} fails: {message}"),
             fill((f"The fix proposed: {fix.rstrip('.')}. " if fix else "")
                  + f"Written by `python -m properties repro` from {source}; exits 1 while the "
-                 "bug is present, 0 once it is fixed."
+                 + (f"behaviour is present (not a bug: {entry['deviation']}), 0 if it changes."
+                    if entry.get("deviation") else "bug is present, 0 once it is fixed.")
                  + (" With 2+ workers the outcome can depend on timing: run it a few times."
                     if corpus.timing_may_matter(entry) else ""))]
     return '"""' + "\n\n".join(text) + '\n"""'

@@ -35,6 +35,7 @@ from .repro_code import (
     judge_exact,
     judge_per_epoch,
     schedule_loop,
+    without_def,
 )
 from .scenarios import LOADER_FORMAT, LoaderScenario, decode_loader_scenario
 
@@ -179,24 +180,26 @@ def _write_veomni(entry: dict[str, Any], path: str, sc: LoaderScenario, componen
 
 def _write_reshuffle(entry: dict[str, Any], path: str, sc: LoaderScenario, component: Any, code: Any) -> str:
     """``epoch_reshuffle``: the loader built with persistent and with non-persistent workers (``make()`` rendered
-    once, its ``persistent_workers`` argument read from a global), each epoch compared, consecutive epochs told
+    once, ``persistent_workers`` its argument), each epoch compared, consecutive epochs told
     apart, and a fresh loader told ``set_epoch`` of the last epoch against the run that reached it."""
     if sc.warmup_steps:
         raise ReproError(f"{path}: with warm-up steps the property compares a run without them, which the script does "
                          f"not write; replay it instead: {corpus.replay_command(path)}")
     built = component.repro_setup(dataclasses.replace(sc, persistent_workers=True, checkpoints=()))
-    if built.code.count("persistent_workers=True") != 1:
-        raise ReproError(f"{path}: {component.name}'s rendered loader does not name persistent_workers once")
-    setup = built.code.replace("persistent_workers=True", "persistent_workers=PERSISTENT")
+    if built.code.count("persistent_workers=True") != 1 or built.code.count("def make():") != 1:
+        raise ReproError(f"{path}: {component.name}'s rendered loader does not name make() and persistent_workers once")
+    # no restarts here: a setup's close(loader) would be dead code
+    setup = without_def(built.code, "close").replace("persistent_workers=True", "persistent_workers=persistent")
+    setup = setup.replace("def make():", "def make(persistent):")
     last = sc.epochs - 1
-    run = ["def run(first=0):",
+    run = ["def run(persistent, first=0):",
            '    """Epochs first.. as a trainer runs them: a fresh loader' + (', told set_epoch before each epoch."""'
                                                                           if code.epoch_hook else '."""'),
-           "    steps, loader = [], make()", "    for epoch in range(first, EPOCHS):",
+           "    steps, loader = [], make(persistent)", "    for epoch in range(first, EPOCHS):",
            *([f"        {code.epoch_hook}"] if code.epoch_hook else []),
            "        for batch in loader:", f"            steps.append((epoch, {code.ids}))", "    return steps"]
     judge = [EPOCH_IDS.rstrip(), "",
-             "PERSISTENT = True", "persistent = run()", "PERSISTENT = False", f"fresh, late = run(), run({last})",
+             "persistent = run(True)", f"fresh, late = run(False), run(False, {last})",
              "print(f'persistent:     {persistent}\\nnon-persistent: {fresh}')",
              "for e in range(EPOCHS):", "    a, b = epoch_ids(persistent, e), epoch_ids(fresh, e)",
              "    if a != b:  # an epoch's order is the same whether the workers persist or not",
