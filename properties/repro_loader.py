@@ -18,6 +18,8 @@ Three kinds of script, each the harness's own run written out:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import re
 from typing import Any
 
@@ -45,6 +47,15 @@ SCHEDULE_TRAINERS = {"loader_resume": ("adversarial",), "exactly_once": ("advers
                      "dp_step_counts": ("adversarial",)}
 
 
+def _home(fn: Any) -> str | None:
+    """The module of the function that does ``fn``'s work: through wrappers (``__wrapped__``) and partials."""
+    while True:
+        fn = inspect.unwrap(fn)
+        if not isinstance(fn, functools.partial):
+            return getattr(fn, "__module__", None)
+        fn = fn.func
+
+
 def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     """The scenario, component and ``ReproSetup`` of a loader entry, or the ReproError that says why none."""
     prop = entry["property"]
@@ -52,7 +63,7 @@ def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     setup = getattr(component, "repro_setup", None)
     # a repro_setup renders the construction of its own module's make_loader; a component whose make_loader was
     # replaced (a wrapper that changes what is built: the documented VeOmni target's drop_last=False) is not it
-    if setup is not None and getattr(component.make_loader, "__module__", None) != setup.__module__:
+    if setup is not None and _home(component.make_loader) != _home(setup):
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} builds its loader "
                          f"with {component.make_loader.__module__}'s make_loader, not the construction its repro_setup "
                          f"renders ({setup.__module__}); write the script from the entry on the target that "
@@ -60,8 +71,8 @@ def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     if setup is None:
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "
                          "standalone loader; loader components that do: veomni's loader:main, loader:worker and "
-                         "loader:multisource, torchdata's loader:main (and the stream components of litdata, "
-                         "hf-iterable and torchtitan)")
+                         "loader:multisource, veomni-builders' four builders:* components, torchdata's loader:main (and "
+                         "the stream components of litdata, hf-iterable and torchtitan)")
     # trainer_resume runs the loader without the adversarial schedule's checkpoint on resume (loader_suite)
     seen = dataclasses.replace(sc, checkpoint_on_resume=False) if prop == "trainer_resume" else sc
     why = component.unsupported(seen) or component.skip.get(prop)

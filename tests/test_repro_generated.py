@@ -415,19 +415,32 @@ def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
 TORCHTITAN_PINS = {"T1": STUDIES / "torchtitan" / "pins" / "t1-minimal-map.json",   # one worker
                    "T4": STUDIES / "torchtitan" / "pins" / "t4-minimal-map-finite.json",   # a finite loader
                    "T5": STUDIES / "torchtitan" / "pins" / "t5-hang-streaming.json"}   # a hang (stream_no_hang)
-#: run in the overlay (torchtitan needs datasets < 4.8): each pin's script as written and the harness's own runs
+#: run in a library's overlay (torchtitan needs datasets < 4.8, VeOmni's builders 2.21): each pin's script as
+#: written and the harness's own runs (None: a run with no second to compare; a string: the run raised this)
 _IN_OVERLAY = """
 import json, sys
 from properties import corpus, repro
 from tests.repro_harness import harness_runs
-from tests.script_batch import run_scripts
+from tests.test_repro_generated import loader_harness_runs
 out = {}
 for finding, path in json.loads(sys.argv[1]).items():
     entry = corpus.load(path)
-    runs = harness_runs(entry) if entry["property"] == "stream_trainer_resume" else None
+    runs = {"stream_trainer_resume": harness_runs, "trainer_resume": loader_harness_runs}.get(entry["property"])
+    try:
+        runs = runs and runs(entry)
+    except RuntimeError as e:
+        runs = repr(e)
     out[finding] = {"text": repro.write(entry, path=path), "runs": runs}
 print(json.dumps(out))
 """
+
+
+def _written_in_overlay(overlay, pins: dict[str, Path]) -> dict:
+    done = subprocess.run([sys.executable, "-c", _IN_OVERLAY, json.dumps({k: str(p) for k, p in pins.items()})],
+                          env=overlay.env_for_subprocess(), cwd=STUDIES.parent, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_with_the_diffs(tmp_path):
@@ -437,11 +450,7 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
 
     if not TORCHTITAN.installed():
         pytest.skip(f"torchtitan's overlay is not installed ({TORCHTITAN.install})")
-    env = TORCHTITAN.env_for_subprocess()
-    done = subprocess.run([sys.executable, "-c", _IN_OVERLAY, json.dumps({k: str(p) for k, p in TORCHTITAN_PINS.items()})],
-                          env=env, cwd=STUDIES.parent, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    written = json.loads(done.stdout.strip().splitlines()[-1])
+    written = _written_in_overlay(TORCHTITAN, TORCHTITAN_PINS)
     patch_set = PATCH_SETS[0]
     fixed = os.pathsep.join(patch_set.import_path(patch_set.build()))
     for finding, got in written.items():
@@ -451,7 +460,7 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
         script = tmp_path / f"{finding}.py"
         # T5 hangs on the release: the bound on a batch shortened from its 10 s (a batch here takes well under one)
         script.write_text(text.replace(f"HANG_S = {repro.HANG_S} ", "HANG_S = 5 ", 1))
-        released = run_script(script, tmp_path, env["PYTHONPATH"].split(os.pathsep)[0])
+        released = run_script(script, tmp_path, TORCHTITAN.dir())
         assert released.returncode == 1, released.stdout + released.stderr[-2000:]
         if got["runs"] is None:   # T5: no batch within the bound, and with T5's diff the run ends
             assert "a batch did not come within 5 s" in released.stdout, released.stdout
@@ -465,6 +474,42 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
         if finding == "T4":   # no workers: the diffs' copy, first on the path, trains what the uninterrupted job does
             patched = run_script(script, tmp_path, fixed)
             assert patched.returncode == 0, patched.stdout + patched.stderr[-2000:]
+
+
+# ---- VeOmni's builders (veomni-builders: BaseTrainer's build path), in VeOmni's overlay (datasets 2.21) ----
+
+BUILDERS_PINS = {"B1": STUDIES / "veomni" / "data" / "builders" /
+                 "trainer_resume-builders_multisource-main-veomni-builders-42a5d2ea19.json",   # a crash
+                 "B2": STUDIES / "veomni" / "data" / "builders" /
+                 "trainer_resume-builders_multisource-worker-veomni-builders-b61dc9ee53.json"}
+
+
+def test_builders_scripts_fail_on_the_release_as_the_harness_does(tmp_path):
+    # BaseTrainer's build path rendered: VeOmniArguments, build_dataset, build_dataloader over JSON-lines files
+    from studies.veomni.builders import OVERLAY
+
+    if not OVERLAY.installed():
+        pytest.skip(f"VeOmni's datasets overlay is not installed ({OVERLAY.install})")
+    written = _written_in_overlay(OVERLAY, BUILDERS_PINS)
+    scripts = []
+    for finding, got in written.items():
+        text = got["text"]
+        assert imported_roots(text) <= STDLIB | {"torch", "veomni"}, imported_roots(text) - STDLIB
+        assert text.startswith(f'"""VeOmni 0.1.12 (datasets 2.21.0), {finding}: ')
+        scripts.append(tmp_path / f"{finding}.py")
+        scripts[-1].write_text(text)
+    # a process each, as a maintainer runs them (each starts its own gloo group, once a process)
+    for (finding, got), script in zip(written.items(), scripts):
+        ran = run_script(script, tmp_path, OVERLAY.dir())
+        assert ran.returncode == 1, (finding, ran.stdout + ran.stderr[-2000:])
+        if isinstance(got["runs"], str):   # B1: the resumed job's next() raises as the harness's did
+            assert "RuntimeError('generator raised StopIteration')" == got["runs"]
+            assert "RuntimeError: generator raised StopIteration" in ran.stderr, ran.stderr[-2000:]
+            continue
+        plain, preempted = ([(e, tuple(tuple(mb) for mb in ids)) for e, ids in run] for run in got["runs"])
+        assert plain != preempted
+        assert printed(ran.stdout, "uninterrupted") == plain, ran.stdout
+        assert printed(ran.stdout, "preempted") == preempted, ran.stdout
 
 
 # ---- VeOmni's packer (TextBatchingStrategy) under the budget property ----

@@ -65,6 +65,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import os
 import sys
 import time
@@ -76,6 +77,7 @@ import torch
 
 from properties.errors import PropertyViolation, Unsupported
 from properties.loader_targets import DelegatingLoader, shutdown_workers, trace_of
+from properties.repro_setup import ReproSetup
 from properties.scenarios import LoaderScenario
 from properties.targets import overlay as _overlay
 from properties.targets.base import LoaderComponent, Target
@@ -223,32 +225,61 @@ def _weights(sc: LoaderScenario) -> tuple[float, ...]:
 FORMS = ("mapping", "multisource")
 
 
+#: VeOmni's argument dataclasses as ``argument_kw`` nests them: class -> (field, the class its value is)
+NESTED = {"ModelArguments": ("ops_implementation", "OpsImplementationConfig"),
+          "DataArguments": ("dataloader", "DataloaderConfig"), "TrainingArguments": ("checkpoint", "CheckpointConfig")}
+
+
+def argument_kw(sc: LoaderScenario, form: str, train_path: Any, root: Any, output_dir: Any) -> dict[str, dict]:
+    """The keyword arguments a user would write for this scenario, per VeOmni argument dataclass (the nested ones
+    of ``NESTED`` left out of their parents), the data at ``train_path``, the model config under ``root`` and
+    outputs under ``output_dir`` (paths, or the expressions a script writes for them)."""
+    tokens = int(trace_of(sc).tokens.sum())
+    base_steps = max(1, math.ceil(tokens / (sc.micro_batches_per_step * sc.budget)))
+    return {
+        "OpsImplementationConfig": {k: "eager" for k in EAGER_OPS},
+        "ModelArguments": dict(config_path=root),
+        "DataloaderConfig": dict(num_workers=sc.num_workers, prefetch_factor=sc.prefetch_factor or 2,
+                                 persistent_workers=sc.persistent_workers, in_order=sc.in_order, drop_last=True),
+        "DataArguments": dict(train_path=train_path, train_size=tokens, data_type="plaintext",
+                              datasets_type="mapping" if form == "mapping" else "iterable",
+                              multisource_datasets_type="veomni_weighted_multisource",
+                              dyn_bsz_buffer_size=sc.buffer_size, max_seq_len=sc.budget),
+        "CheckpointConfig": dict(output_dir=output_dir, save_steps=1),
+        "TrainingArguments": dict(dyn_bsz=True, micro_batch_size=1, global_batch_size=sc.micro_batches_per_step,
+                                  bsz_warmup_ratio=sc.warmup_steps / base_steps if sc.warmup_steps else 0.0,
+                                  bsz_warmup_init_mbtoken=max(1, sc.budget // 4), dyn_bsz_runtime=sc.runtime,
+                                  seed=sc.shuffle_seed)}
+
+
 def arguments(sc: LoaderScenario, form: str) -> Any:
     """The VeOmniArguments a user would write for this scenario (VeOmni's own dataclasses)."""
     v = lib()
     key = _data_key(sc)
-    tokens = int(trace_of(sc).tokens.sum())
-    per_step = sc.micro_batches_per_step * sc.budget
-    base_steps = max(1, math.ceil(tokens / per_step))
-    if form == "mapping":
-        train_path, datasets_type = single_file(key, sc), "mapping"
-    else:
-        train_path, datasets_type = multisource_yaml(key, max(1, sc.num_workers), _weights(sc), sc), "iterable"
+    train_path = single_file(key, sc) if form == "mapping" else \
+        multisource_yaml(key, max(1, sc.num_workers), _weights(sc), sc)
+    kw = argument_kw(sc, form, train_path, _root(), os.path.join(_root(), "output"))
     with contextlib.redirect_stdout(sys.stderr):
-        ops = v.OpsImplementationConfig(**{k: "eager" for k in EAGER_OPS})
-        model = v.ModelArguments(config_path=_root(), ops_implementation=ops)
-        loader = v.DataloaderConfig(num_workers=sc.num_workers, prefetch_factor=sc.prefetch_factor or 2,
-                                    persistent_workers=sc.persistent_workers, in_order=sc.in_order, drop_last=True)
-        data = v.DataArguments(train_path=train_path, train_size=tokens, data_type="plaintext",
-                               datasets_type=datasets_type, multisource_datasets_type="veomni_weighted_multisource",
-                               dyn_bsz_buffer_size=sc.buffer_size, max_seq_len=sc.budget, dataloader=loader)
-        train = v.TrainingArguments(dyn_bsz=True, micro_batch_size=1, global_batch_size=sc.micro_batches_per_step,
-                                    bsz_warmup_ratio=sc.warmup_steps / base_steps if sc.warmup_steps else 0.0,
-                                    bsz_warmup_init_mbtoken=max(1, sc.budget // 4), dyn_bsz_runtime=sc.runtime,
-                                    seed=sc.shuffle_seed,
-                                    checkpoint=v.CheckpointConfig(output_dir=os.path.join(_root(), "output"),
-                                                                  save_steps=1))
-        return v.VeOmniArguments(model=model, data=data, train=train)
+        made = {}
+        for cls in ("OpsImplementationConfig", "ModelArguments", "DataloaderConfig", "DataArguments",
+                    "CheckpointConfig", "TrainingArguments"):
+            nested = {NESTED[cls][0]: made[NESTED[cls][1]]} if cls in NESTED else {}
+            made[cls] = getattr(v, cls)(**kw[cls], **nested)
+        return v.VeOmniArguments(model=made["ModelArguments"], data=made["DataArguments"],
+                                 train=made["TrainingArguments"])
+
+
+#: what BaseTrainer._build_dataloader passes build_dataloader besides the dataset, the collator and the dataloader
+#: config (base.py:507-531): keyword -> the attribute of the arguments it reads
+DATALOADER_ARGS = (
+    ("micro_batch_size", "train.micro_batch_size"), ("global_batch_size", "train.global_batch_size"),
+    ("dataloader_batch_size", "train.dataloader_batch_size"), ("max_seq_len", "data.max_seq_len"),
+    ("train_steps", "train_steps"), ("bsz_warmup_ratio", "train.bsz_warmup_ratio"),
+    ("bsz_warmup_init_mbtoken", "train.bsz_warmup_init_mbtoken"), ("dyn_bsz", "train.dyn_bsz"),
+    ("dyn_bsz_runtime", "train.dyn_bsz_runtime"), ("dyn_bsz_count_mode", "train.dyn_bsz_count_mode"),
+    ("dyn_bsz_physical_overflow_ratio", "train.dyn_bsz_physical_overflow_ratio"),
+    ("dyn_bsz_buffer_size", "data.dyn_bsz_buffer_size"), ("seed", "train.seed"),
+    ("save_steps", "train.checkpoint.save_steps"))
 
 
 def build(sc: LoaderScenario, form: str) -> SimpleNamespace:
@@ -272,25 +303,8 @@ def build(sc: LoaderScenario, form: str) -> SimpleNamespace:
         dataloader_type = dataloader_kwargs.pop("type")
         dataloader_kwargs.pop("use_background_prefetcher", None)
         dl = v.data_loader.build_dataloader(
-            dataloader_type=dataloader_type,
-            dataset=train_dataset,
-            micro_batch_size=args.train.micro_batch_size,
-            global_batch_size=args.train.global_batch_size,
-            dataloader_batch_size=args.train.dataloader_batch_size,
-            max_seq_len=args.data.max_seq_len,
-            train_steps=args.train_steps,
-            bsz_warmup_ratio=args.train.bsz_warmup_ratio,
-            bsz_warmup_init_mbtoken=args.train.bsz_warmup_init_mbtoken,
-            dyn_bsz=args.train.dyn_bsz,
-            dyn_bsz_runtime=args.train.dyn_bsz_runtime,
-            dyn_bsz_count_mode=args.train.dyn_bsz_count_mode,
-            dyn_bsz_physical_overflow_ratio=args.train.dyn_bsz_physical_overflow_ratio,
-            dyn_bsz_buffer_size=args.data.dyn_bsz_buffer_size,
-            seed=args.train.seed,
-            collate_fn=collate_fn,
-            save_steps=args.train.checkpoint.save_steps,
-            **dataloader_kwargs,
-        )
+            dataloader_type=dataloader_type, dataset=train_dataset, collate_fn=collate_fn,
+            **{k: operator.attrgetter(a)(args) for k, a in DATALOADER_ARGS}, **dataloader_kwargs)
     return SimpleNamespace(args=args, dataset=train_dataset, dataloader=dl, train_steps=args.train_steps)
 
 
@@ -337,6 +351,91 @@ def ids_of(step: Any) -> tuple[tuple, ...]:
             raise PropertyViolation(f"a micro batch's packed input_ids {runs} are not its samples {ids} in order")
         out.append(ids)
     return tuple(out)
+
+
+# ---- as a standalone script (properties.repro) ------------------------------------------------
+
+def _files_code(sc: LoaderScenario, form: str) -> list[str]:
+    """The data written as ``single_file`` and ``multisource_yaml`` write it, under ``ROOT``; the path the
+    arguments name is ``DATA``."""
+    if form == "mapping":
+        return ["DATA = f'{ROOT}/data.jsonl'  # the data as a user's would be: one JSON-lines file",
+                "with open(DATA, 'w') as f:",
+                "    f.writelines(json.dumps({'id': i, 'tokens': n}) + '\\n' for i, n, *_ in ROWS)"]
+    names = list(trace_of(sc).source_names)
+    shards = max(1, sc.num_workers)
+    return [f"DATA = f'{{ROOT}}/mixture.yaml'  # the data as a user's would be: a directory of {shards} JSON-lines "
+            "file(s) a source",
+            f"for name in {names}:",
+            "    rows = [r for r in ROWS if r[2] == name]",
+            f"    n = max(1, min({shards}, len(rows)))  # files: at most one a row",
+            "    os.makedirs(f'{ROOT}/{name}')",
+            "    for k in range(n):",
+            "        with open(f'{ROOT}/{name}/part-{k:03d}.jsonl', 'w') as f:",
+            "            f.writelines(json.dumps({'id': i, 'tokens': t}) + '\\n' for i, t, *_ in rows[k::n])",
+            "with open(DATA, 'w') as f:  # parse_multisource_config's form (JSON is YAML)",
+            f"    json.dump({{'sources': [f'{{ROOT}}/{{n}}' for n in {names}], 'names': {names},",
+            f"               'schedule': [{{'schedule_type': 'const', 'weights': {list(_weights(sc))}}}]}}, f)"]
+
+
+def repro_builders(sc: LoaderScenario, *, form: str) -> ReproSetup:
+    """``BuiltLoader`` as standalone code: the data files, the gloo group and parallel state of ``_setup``,
+    ``transform``, and ``make()`` building the arguments (``argument_kw``) and the loader as ``build`` does."""
+    from studies.veomni import loaders as L
+
+    v = lib()
+    trace = trace_of(sc)
+    if trace.ids.tolist() != list(range(len(trace))):
+        raise ValueError("the script names sample i by its row: the trace's ids must be 0..n-1")
+    timed = sc.num_workers >= 2   # with none or one worker, decode times change nothing the loader delivers
+    rows = [(i, int(trace.tokens[i]), trace.source_names[int(trace.source[i])],
+             *([round(float(trace.cost_s[i]), 6)] if timed else [])) for i in range(len(trace))]
+    code = [f"# (id, tokens, source{', decode s' if timed else ''}) a sample: the harness's trace, data_seed={sc.data_seed}",
+            *L._call("ROWS = (", [repr(r) for r in rows]),
+            *L._call("EAGER = (", [repr(op) for op in EAGER_OPS], "  # every op eager: no kernels on CPU"), "",
+            "def transform(example, source_name=None, **_):  # stands in for the tokenizer: each token is its sample's id",
+            "    i, n = example['id'], example['tokens']",
+            *(["    time.sleep(ROWS[i][3])  # with two or more workers, which sample is ready first is timing"]
+              if timed else []),
+            "    ids = torch.full((n,), i)",
+            "    return [{'input_ids': ids, 'attention_mask': torch.ones(n).long(), 'labels': ids.clone(), 'id': i}]",
+            "", "ROOT = tempfile.mkdtemp()", *_files_code(sc, form),
+            "torch.distributed.init_process_group('gloo', store=torch.distributed.HashStore(), rank=0, world_size=1)",
+            "parallel_state.init_parallel_state(dp_size=1)  # BaseTrainer._setup's, for one process", ""]
+    kw = argument_kw(sc, form, L._Expr("DATA"), L._Expr("ROOT"), L._Expr("f'{ROOT}/output'"))
+    code.append("def make():  # BaseTrainer._build_dataset, _build_collate_fn, _build_dataloader (base.py:484-531)")
+    var = {"OpsImplementationConfig": "ops", "ModelArguments": "model", "DataloaderConfig": "loader",
+           "DataArguments": "data", "CheckpointConfig": "checkpoint", "TrainingArguments": "train"}
+    for cls, name in var.items():
+        if cls == "OpsImplementationConfig":
+            code.append("    ops = OpsImplementationConfig(**{k: 'eager' for k in EAGER})")
+            continue
+        nested = {NESTED[cls][0]: L._Expr(var[NESTED[cls][1]])} if cls in NESTED else {}
+        code += L._call(f"    {name} = {cls}(", L._args(getattr(v, cls), **kw[cls], **nested))
+    length = "None)  # an iterable dataset has no length" if form != "mapping" else \
+        "len(dataset) / args.train.accelerator.dp_size)"
+    code += ["    args = VeOmniArguments(model=model, data=data, train=train)",
+             "    dataset = build_dataset(dataset_name=args.data.dataset_name, transform=transform, seed=args.train.seed,",
+             "                            **dataclasses.asdict(args.data))",
+             f"    args.compute_train_steps({length}",
+             "    collate = MainCollator(pad_to_length=args.train.pad_to_length,",
+             "                           seq_classification=args.data.data_type == 'classification')",
+             "    kw = dataclasses.asdict(args.data.dataloader)",
+             "    kw.pop('use_background_prefetcher', None)",
+             *L._call("    return build_dataloader(", ["dataloader_type=kw.pop('type')", "dataset=dataset",
+                                                       "collate_fn=collate",
+                                                       *[f"{k}=args.{a}" for k, a in DATALOADER_ARGS], "**kw"]), ""]
+    if sc.num_workers and sc.runtime == "main":
+        code += L.MAIN_CLOSE
+    imports = ["import torch",
+               "from veomni.arguments import DataArguments, ModelArguments, TrainingArguments, VeOmniArguments",
+               "from veomni.arguments.arguments_types import CheckpointConfig, DataloaderConfig, OpsImplementationConfig",
+               "from veomni.data.data_collator import MainCollator", "from veomni.data.data_loader import build_dataloader",
+               "from veomni.data.dataset import build_dataset", "from veomni.distributed import parallel_state"]
+    return ReproSetup(f"VeOmni {VERSION} (datasets {v.datasets.__version__})",
+                      ("dataclasses", "json", "os", "tempfile", *(("time",) if timed else ())), tuple(imports),
+                      "\n".join(code).rstrip(), "tuple(tuple(int(x) for x in mb['id'].reshape(-1).tolist()) for mb in batch)",
+                      "loader.set_epoch(epoch)")
 
 
 # ---- components ------------------------------------------------------------------------------
@@ -389,6 +488,7 @@ def components() -> tuple[LoaderComponent, ...]:
         # held to what VeOmni documents: a scenario hitting D1-D4 is refused, D5's properties are skipped on the main runtime
         out.append(documented_loader(LoaderComponent(
             name=name, runtime=runtime, make_loader=functools.partial(_make, form=form),
+            repro_setup=functools.partial(repro_builders, form=form),
             steps_per_epoch=functools.partial(train_steps, form=form), warmup=runtime == "main", knob_notes=notes,
             **kw, **common)))
     return tuple(out)

@@ -87,6 +87,8 @@ def documented_loader(component: LoaderComponent, make: Callable[[Any], Any] | N
         hit = loader_deviation(component.name, component.runtime, sc)
         return Refused(hit) if hit is not None else make(sc)
 
+    make_loader.__wrapped__ = make   # what builds an admitted example (properties.repro_loader renders its module's)
+
     return dataclasses.replace(component, make_loader=make_loader, skip={**component.skip, **d5_skips(component)})
 
 

@@ -356,6 +356,14 @@ def _dataset_import(code: list[str], names: list[str]) -> list[str]:
     return _imports("veomni.data.dataset", used) if used else []
 
 
+#: ``MainRuntime.close`` as code: the step generator, then the inner loader's workers
+MAIN_CLOSE = ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
+              "    if hasattr(loader, '_batch_data_iter'):  # its step generator",
+              "        loader._batch_data_iter.close()",
+              "    getattr(loader._dataloader._iterator, '_shutdown_workers', lambda: None)()",
+              "    loader._dataloader._iterator = None", ""]
+
+
 def repro_main(sc: LoaderScenario) -> ReproSetup:
     """``MainRuntime`` as standalone code, the scenario's values as literals."""
     v = classes()
@@ -372,12 +380,8 @@ def repro_main(sc: LoaderScenario) -> ReproSetup:
              *_call("    return DynamicBatchSizeDataLoader(", ["inner", "strategy", *_args(
                  v.DynamicBatchSizeDataLoader, **_steps_kw(sc, _Expr("NoopDataCollator()")))],
                  "  # length: train_steps"), ""]
-    if sc.num_workers:   # MainRuntime.close: the step generator, then the inner loader's workers
-        code += ["def close(loader):  # a restarted job's old workers are gone before the new loader starts its own",
-                 "    if hasattr(loader, '_batch_data_iter'):  # its step generator",
-                 "        loader._batch_data_iter.close()",
-                 "    getattr(loader._dataloader._iterator, '_shutdown_workers', lambda: None)()",
-                 "    loader._dataloader._iterator = None", ""]
+    if sc.num_workers:
+        code += MAIN_CLOSE
     imports = ["import torch", "from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler",
                "from veomni.data.data_collator import NoopDataCollator, UnpackDataCollator",
                "from veomni.data.data_loader import DistributedDataloader",
