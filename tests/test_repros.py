@@ -3,7 +3,8 @@ the library under test (and torch), exits 1 on the installed release, and exits 
 release with the library's diffs applied by ``patch -p1`` (``properties.targets.patched``), placed first on the
 import path. (Every diff, not the finding's alone: H9's example also shows H4 as released. That each example
 fails without its own diff is what the conformance pins check.) A finding without a diff (NO_DIFF) runs on the
-release only. A library that runs in an
+release only. Each script runs in a fresh interpreter of its own, but VeOmni's plain loader scripts, which run in
+one interpreter a side (``_batched``), each as ``python SCRIPT`` would run it. A library that runs in an
 overlay of its own (torchtitan: properties.targets.overlay) runs its scripts with the overlay on the import path,
 after the patched copy where there is one."""
 
@@ -118,12 +119,44 @@ def _run_on_the_release_elsewhere(script: Path) -> str | None:
     return next((finding for finding, pin in PINS if found and pin.name == found.group(1)), None)
 
 
-@pytest.mark.parametrize("lib,script", CASES, ids=[f"{lib}/{p.stem}" for lib, p in CASES])
-def test_repro_fails_on_the_release_and_passes_with_its_diff(lib, script, tmp_path):
-    patch_set = _patch_set(lib, script.stem)
+def _batched(lib: str, script: Path) -> bool:
+    """Run in one interpreter a side (tests/script_batch.py: VeOmni's import, 3.5 s, once for all, each script
+    as ``python SCRIPT`` runs it): VeOmni's scripts that start no process group (B2: gloo, V16: BaseTrainer) and
+    run with the study's main patch set."""
+    return lib == "veomni" and script.stem not in ("B2", "V16")
+
+
+ALONE = [(lib, p) for lib, p in CASES if not _batched(lib, p)]
+BATCHED = [(lib, p) for lib, p in CASES if _batched(lib, p)]
+
+
+def _installed_or_skip(lib: str, patch_set) -> None:
     if not patch_set.installed() or (patch_set.overlay and not patch_set.overlay.installed()):
         install = patch_set.overlay.install if patch_set.overlay else f"bash ci/install.sh --{PACKAGE[lib]}"
         pytest.skip(f"{PACKAGE[lib]} is not installed ({install})")
+
+
+@pytest.mark.parametrize("side", ["release", "fixed"])
+def test_veomni_repros_fail_on_the_release_and_pass_with_the_diffs(side, tmp_path):
+    from tests.script_batch import run_scripts
+
+    assert BATCHED and {_patch_set(lib, p.stem).root for lib, p in BATCHED} == {_patch_set("veomni", "V1").root}
+    patch_set = _patch_set("veomni", "V1")
+    _installed_or_skip("veomni", patch_set)
+    scripts = [p for _, p in BATCHED if (side == "release" and _run_on_the_release_elsewhere(p) is None)
+               or (side == "fixed" and p.stem not in NO_DIFF)]
+    assert scripts
+    path = patch_set.import_path(None if side == "release" else patch_set.build())
+    ran = run_scripts(scripts, tmp_path, os.pathsep.join(path))
+    want = 1 if side == "release" else 0
+    wrong = {p.stem: r.stdout[-1500:] + r.stderr[-1500:] for p, r in zip(scripts, ran) if r.returncode != want}
+    assert not wrong, f"exit code not {want} on the {side}: {wrong}"
+
+
+@pytest.mark.parametrize("lib,script", ALONE, ids=[f"{lib}/{p.stem}" for lib, p in ALONE])
+def test_repro_fails_on_the_release_and_passes_with_its_diff(lib, script, tmp_path):
+    patch_set = _patch_set(lib, script.stem)
+    _installed_or_skip(lib, patch_set)
     if _run_on_the_release_elsewhere(script) is None:
         released = _run(script, patch_set.import_path(None), tmp_path)
         assert released.returncode == 1, released.stdout + released.stderr[-2000:]

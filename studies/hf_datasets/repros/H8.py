@@ -3,55 +3,56 @@
 Restored where epoch 0's loop breaks off, the new loader's iterator sends its workers their prefetch tasks and the
 trainer at once abandons it and calls `set_epoch(1)`. The epoch is shared with persistent workers, so a worker that
 runs those stale tasks after that reads epoch 1's first samples (discarded), and at the next iteration torchdata
-takes `IterableDataset.state_dict()` as the worker's initial state (worker.py:215): epoch 1, samples in. A
-checkpoint before that worker delivers resumes it further on. Workers that start late (here 0.3 s each, a
-tokenizer's load) lose the race every time. The fix: studies/hf_datasets/patches/H8.diff (with H5's). From
-stream_resume-stream_hf-iterable-hf-iterable-0d2591fe3b.json; exits 1 while the bug is present, else 0.
+takes `IterableDataset.state_dict()` as the worker's initial state (worker.py:215): epoch 1, samples in; a
+checkpoint before that worker delivers resumes it further on. A worker slow to start (a tokenizer's load) loses this
+race; the script makes the restored loader's workers lose it every time, by holding their iteration's start (where
+datasets reads the epoch) until the trainer has moved on. Fix: patches/H8.diff with H5's. Exits 1 while the bug is
+present, else 0.
 """
 
 import pickle
 import sys
 import time
 
+import datasets.iterable_dataset as hf
+import torch
 from datasets import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-EPOCHS = 2
+START, RESTORED = hf.IterableDataset._prepare_ex_iterable_for_iteration, []
 
-def make():
-    ds = Dataset.from_dict({'id': list(range(6))}).to_iterable_dataset(num_shards=6)  # ceil(size / 1) shards
-    return StatefulDataLoader(ds, batch_size=1, num_workers=2, persistent_workers=True, drop_last=False,
-                              worker_init_fn=lambda _: time.sleep(0.3))  # a worker starts late
+def late_start(self, *args, **kwargs):  # in a restored loader's workers: wait (at most 10 s) for the next epoch
+    deadline = time.monotonic() + 10
+    while RESTORED and torch.utils.data.get_worker_info() and self.epoch == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return START(self, *args, **kwargs)
 
-def close(loader):  # a restarted job's old workers are gone before the new loader starts its own
-    getattr(loader._iterator, '_shutdown_workers', lambda: None)()
-    loader._iterator = None
+hf.IterableDataset._prepare_ex_iterable_for_iteration = late_start
+
+def make():   # 6 samples in 6 shards, unshuffled, 2 persistent workers
+    ds = Dataset.from_dict({'id': list(range(6))}).to_iterable_dataset(num_shards=6)
+    return StatefulDataLoader(ds, batch_size=1, num_workers=2, persistent_workers=True)
 
 def run(points):
-    """Epochs as a trainer runs them; after each batch count in points: save, build a fresh loader, load."""
+    """Two epochs, epoch 0 breaking off after 2 batches; after each batch count in points: save, restart, load."""
     loader, steps = make(), []
-    def restore(loader):
-        state = pickle.loads(pickle.dumps(loader.state_dict()))
-        close(loader)
-        fresh = make()
-        fresh.load_state_dict(state)
-        return fresh
-    for epoch in range(EPOCHS):
+    for epoch in range(2):
         loader.dataset.set_epoch(epoch)
         it, taken = iter(loader), 0
-        while not (epoch == 0 and taken >= 2) and (batch := next(it, None)) is not None:  # epoch 0 breaks early
+        while not (epoch == 0 and taken >= 2) and (batch := next(it, None)) is not None:
             steps.append((epoch, tuple(batch['id'].tolist())))
             taken += 1
-            for _ in range(points.count(len(steps))):
-                loader = restore(loader)
+            if len(steps) in points:   # the restarted job's loader: its old workers gone first
+                state = pickle.loads(pickle.dumps(loader.state_dict()))
+                loader._iterator._shutdown_workers()
+                RESTORED.append(len(steps))   # before the new workers fork: they see it
+                loader = make()
+                loader.load_state_dict(state)
                 loader.dataset.set_epoch(epoch)
                 it = iter(loader)
     return steps
 
-uninterrupted = run([])
-# checkpoints as drawn, and exactly at every epoch end and on the next epoch's first batch
-ends = [sum(1 for e, _ in uninterrupted if e <= k) for k in sorted({e for e, _ in uninterrupted})[:-1]]
-resumed = run(sorted(set([]) | {n + d for n in ends for d in (0, 1)}))
+uninterrupted, resumed = run([]), run([2, 3])   # checkpoints at epoch 0's break and after epoch 1's first batch
 print(f'uninterrupted: {uninterrupted}\nresumed:       {resumed}')
 k = next((k for k, (a, b) in enumerate(zip(uninterrupted, resumed)) if a != b), min(map(len, (uninterrupted, resumed))))
 if uninterrupted != resumed:  # batch for batch
