@@ -478,7 +478,9 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
 
 # ---- VeOmni's builders (veomni-builders: BaseTrainer's build path), in VeOmni's overlay (datasets 2.21) ----
 
-BUILDERS_PINS = {"B1": STUDIES / "veomni" / "data" / "builders" /
+BUILDERS_PINS = {"V1": STUDIES / "veomni" / "data" / "builders" /   # the mapping dataset, warm-up steps
+                 "trainer_resume-builders_main-veomni-builders-55937710a9.json",
+                 "B1": STUDIES / "veomni" / "data" / "builders" /
                  "trainer_resume-builders_multisource-main-veomni-builders-42a5d2ea19.json",   # a crash
                  "B2": STUDIES / "veomni" / "data" / "builders" /
                  "trainer_resume-builders_multisource-worker-veomni-builders-b61dc9ee53.json"}
