@@ -476,6 +476,25 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
             assert patched.returncode == 0, patched.stdout + patched.stderr[-2000:]
 
 
+def test_torchtitan_t3_script_is_written_from_its_pin_on_the_diffs_copy(tmp_path):
+    # two workers re-looping a streaming dataset on the copy with T1, T4 and T5's diffs (T1's fix unmasks T3): the
+    # CLI re-runs itself in that copy's process; the script's outcome is timing (4 of 5 runs failed), not run here
+    from properties.targets.overlay import TORCHTITAN
+
+    if not TORCHTITAN.installed():
+        pytest.skip(f"torchtitan's overlay is not installed ({TORCHTITAN.install})")
+    out = tmp_path / "T3.py"
+    done = subprocess.run([sys.executable, "-m", "properties", "repro", str(STUDIES / "torchtitan" / "pins" /
+                           "t3-fixed-streaming.json"), "--out", str(out)], cwd=STUDIES.parent, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    assert imported_roots(text) <= STDLIB | {"torchtitan", "datasets"}, imported_roots(text) - STDLIB
+    flat = " ".join(text.split())
+    assert flat.startswith('"""torchtitan 0.3.0, T3: ') and "can depend on timing" in flat
+    assert "fix proposed" not in flat and "preempted after global steps [2]" in flat
+
+
 # ---- VeOmni's builders (veomni-builders: BaseTrainer's build path), in VeOmni's overlay (datasets 2.21) ----
 
 BUILDERS_PINS = {"V1": STUDIES / "veomni" / "data" / "builders" /   # the mapping dataset, warm-up steps
