@@ -65,8 +65,8 @@ def plan(entry: dict[str, Any], path: str) -> tuple[LoaderScenario, Any, Any]:
     # replaced (a wrapper that changes what is built: the documented VeOmni target's drop_last=False) is not it
     if setup is not None and _home(component.make_loader) != _home(setup):
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} builds its loader "
-                         f"with {component.make_loader.__module__}'s make_loader, not the construction its repro_setup "
-                         f"renders ({setup.__module__}); write the script from the entry on the target that "
+                         f"with {_home(component.make_loader)}'s make_loader, not the construction its repro_setup "
+                         f"renders ({_home(setup)}); write the script from the entry on the target that "
                          "renders it, or replay it instead: " + corpus.replay_command(path))
     if setup is None:
         raise ReproError(f"{path}: component {entry['component']!r} of target {entry['target']!r} renders no "

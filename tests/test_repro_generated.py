@@ -394,6 +394,20 @@ def test_loader_entries_without_a_standalone_loader_are_refused(tmp_path):
             repro.write({**worker, "target": "studies.veomni:documented"}, path="x.json")
 
 
+def test_the_rendered_construction_is_found_through_wrappers_and_partials():
+    # a refusing wrapper (studies/veomni/deviations.py) names what it wraps; builders' components are partials
+    import functools
+
+    from properties.repro_loader import _home
+
+    def refusing(sc):
+        return None
+
+    refusing.__wrapped__ = functools.partial(functools.partial(json.dumps, indent=1), sort_keys=True)
+    assert _home(refusing) == "json" and _home(functools.partial(json.loads)) == "json"
+    assert _home(lambda sc: None) == __name__
+
+
 def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
     # every diff of studies/veomni/patches/ applied to a copy of the installed VeOmni (and torchdata): one script
     # per component exits 0 there (V15's pin does not: on the release its worker runtime keeps drop_last=True, and the
