@@ -30,7 +30,6 @@ import pytest
 
 from properties import cli, corpus, repro
 from properties import loader_props as L
-from properties import trainers as T
 from properties.scenarios import decode_loader_scenario
 from properties.stream_scenarios import decode_stream_scenario
 from properties.targets import resolve
@@ -38,7 +37,7 @@ from studies.hf_datasets import adapter as hf_iterable
 from studies.litdata import adapter as litdata_target
 from studies.veomni import PINNED
 from studies.veomni import loaders as veomni_loaders
-from tests.repro_harness import harness_runs
+from tests.repro_harness import harness_runs, loader_harness_runs
 from tests.script_batch import run_scripts
 from tests.test_hf_conformance import RACES
 
@@ -266,25 +265,6 @@ STDLIB = set(sys.stdlib_module_names)
 LIBRARY = {"veomni", "torch", "torchdata"}
 
 
-def loader_harness_runs(entry: dict) -> tuple[list, list]:
-    """The harness's uninterrupted run of the entry's example and its run of the property's schedule (under
-    VeOmni's trainer model: preempted; epoch_reshuffle: with persistent and with non-persistent workers)."""
-    sc = decode_loader_scenario(entry["example"])
-    component = resolve(entry["target"]).component(entry["component"])
-    kw = dict(ids_of=component.ids_of or L.default_ids_of, codec=component.state_codec)
-    if entry["property"] == "epoch_reshuffle":
-        return tuple(L.run_schedule(component.make_loader, replace(sc, persistent_workers=p, checkpoints=()),
-                                    **kw).steps for p in (True, False))
-    if entry["property"] == "trainer_resume":
-        bound = component.steps_per_epoch(sc)
-        return tuple(T.VEOMNI.run(component.make_loader, sc, preempt_after=kills, steps_per_epoch=bound, **kw).steps
-                     for kills in ((), tuple(sorted({k for k in sc.checkpoints if k > 0}))))
-    plain = L.run_schedule(component.make_loader, replace(sc, checkpoints=(), restore_at_epoch_end=False), **kw)
-    if entry["property"] == "loader_resume" and sc.in_order:   # step for step, restored at every epoch end too
-        sc = L.with_boundary_restores(component.make_loader, sc, **kw)[1]
-    return plain.steps, L.run_schedule(component.make_loader, sc, **kw).steps
-
-
 def imported_roots(text: str) -> set[str]:
     roots = set()
     for node in ast.walk(ast.parse(text)):
@@ -434,8 +414,7 @@ TORCHTITAN_PINS = {"T1": STUDIES / "torchtitan" / "pins" / "t1-minimal-map.json"
 _IN_OVERLAY = """
 import json, sys
 from properties import corpus, repro
-from tests.repro_harness import harness_runs
-from tests.test_repro_generated import loader_harness_runs
+from tests.repro_harness import harness_runs, loader_harness_runs
 out = {}
 for finding, path in json.loads(sys.argv[1]).items():
     entry = corpus.load(path)

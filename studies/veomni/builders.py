@@ -82,6 +82,7 @@ from properties.scenarios import LoaderScenario
 from properties.targets import overlay as _overlay
 from properties.targets.base import LoaderComponent, Target
 from properties.targets.scratch import scratch_root
+from studies.veomni import loaders as L
 from studies.veomni.deviations import Refused, documented_loader
 
 VERSION = "0.1.12"
@@ -225,6 +226,10 @@ def _weights(sc: LoaderScenario) -> tuple[float, ...]:
 FORMS = ("mapping", "multisource")
 
 
+#: VeOmni's argument dataclasses in the order they are built (a nested one before its parent), each with the name
+#: the standalone script gives it
+ARGUMENT_CLASSES = {"OpsImplementationConfig": "ops", "ModelArguments": "model", "DataloaderConfig": "loader",
+                    "DataArguments": "data", "CheckpointConfig": "checkpoint", "TrainingArguments": "train"}
 #: VeOmni's argument dataclasses as ``argument_kw`` nests them: class -> (field, the class its value is)
 NESTED = {"ModelArguments": ("ops_implementation", "OpsImplementationConfig"),
           "DataArguments": ("dataloader", "DataloaderConfig"), "TrainingArguments": ("checkpoint", "CheckpointConfig")}
@@ -261,8 +266,7 @@ def arguments(sc: LoaderScenario, form: str) -> Any:
     kw = argument_kw(sc, form, train_path, _root(), os.path.join(_root(), "output"))
     with contextlib.redirect_stdout(sys.stderr):
         made = {}
-        for cls in ("OpsImplementationConfig", "ModelArguments", "DataloaderConfig", "DataArguments",
-                    "CheckpointConfig", "TrainingArguments"):
+        for cls in ARGUMENT_CLASSES:
             nested = {NESTED[cls][0]: made[NESTED[cls][1]]} if cls in NESTED else {}
             made[cls] = getattr(v, cls)(**kw[cls], **nested)
         return v.VeOmniArguments(model=made["ModelArguments"], data=made["DataArguments"],
@@ -381,8 +385,6 @@ def _files_code(sc: LoaderScenario, form: str) -> list[str]:
 def repro_builders(sc: LoaderScenario, *, form: str) -> ReproSetup:
     """``BuiltLoader`` as standalone code: the data files, the gloo group and parallel state of ``_setup``,
     ``transform``, and ``make()`` building the arguments (``argument_kw``) and the loader as ``build`` does."""
-    from studies.veomni import loaders as L
-
     v = lib()
     trace = trace_of(sc)
     if trace.ids.tolist() != list(range(len(trace))):
@@ -404,13 +406,11 @@ def repro_builders(sc: LoaderScenario, *, form: str) -> ReproSetup:
             "parallel_state.init_parallel_state(dp_size=1)  # BaseTrainer._setup's, for one process", ""]
     kw = argument_kw(sc, form, L._Expr("DATA"), L._Expr("ROOT"), L._Expr("f'{ROOT}/output'"))
     code.append("def make():  # BaseTrainer._build_dataset, _build_collate_fn, _build_dataloader (base.py:484-531)")
-    var = {"OpsImplementationConfig": "ops", "ModelArguments": "model", "DataloaderConfig": "loader",
-           "DataArguments": "data", "CheckpointConfig": "checkpoint", "TrainingArguments": "train"}
-    for cls, name in var.items():
-        if cls == "OpsImplementationConfig":
-            code.append("    ops = OpsImplementationConfig(**{k: 'eager' for k in EAGER})")
+    for cls, name in ARGUMENT_CLASSES.items():
+        if cls == "OpsImplementationConfig":   # EAGER_OPS as a constant above: ten keywords would bury make()
+            code.append(f"    {name} = {cls}(**{{k: 'eager' for k in EAGER}})")
             continue
-        nested = {NESTED[cls][0]: L._Expr(var[NESTED[cls][1]])} if cls in NESTED else {}
+        nested = {NESTED[cls][0]: L._Expr(ARGUMENT_CLASSES[NESTED[cls][1]])} if cls in NESTED else {}
         code += L._call(f"    {name} = {cls}(", L._args(getattr(v, cls), **kw[cls], **nested))
     length = "None)  # an iterable dataset has no length" if form != "mapping" else \
         "len(dataset) / args.train.accelerator.dp_size)"
