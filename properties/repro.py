@@ -21,7 +21,8 @@ script to the harness: the batches it prints are the harness's own runs of the s
 Written here for stream examples (litdata, Hugging Face datasets, torchtitan) of ``stream_resume``,
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule, ``stream_trainer_resume`` under
 torchdata's, Lightning's (every-step checkpoints) or torchtitan's loop (its overlay; the component's
-``training_steps``), ``stream_trainer_epochs`` under Lightning's fit loop uninterrupted, and ``stream_no_hang``
+``training_steps``), ``stream_trainer_epochs`` under Lightning's fit loop or torchtitan's (a finite loader's one
+pass) uninterrupted, and ``stream_no_hang``
 under torchtitan's loop with the DataLoader's timeout on each batch. Loader examples (VeOmni's, dynbsz's, the plain
 torchdata loader's) are written by ``properties.repro_loader``, packer examples (``budget``) by
 ``properties.repro_packer``; the pieces they share are in ``properties.repro_code``. Anything else is refused with
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import shlex
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 from . import corpus
@@ -67,7 +69,8 @@ PACKER_PROPERTIES = tuple(PACKER_TRAINERS)
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES + PACKER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
                      "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
-                     "stream_trainer_epochs": ("lightning", "lightning-steps"), "stream_no_hang": ("torchtitan",),
+                     "stream_trainer_epochs": ("lightning", "lightning-steps", "torchtitan"),
+                     "stream_no_hang": ("torchtitan",),
                      **LOADER_TRAINERS, **PACKER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
@@ -158,8 +161,10 @@ def _torchtitan_loop(sc: StreamScenario, ids: str, steps: int | None) -> str:
     return "\n".join(lines)
 
 
-def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str, run: str = "resumed", show: str = SHOW) -> str:
-    """``stream_props.check_epoch`` over each epoch of ``run`` (the resumed run, or a trainer's one run)."""
+def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str, run: str = "resumed", show: str = SHOW,
+                        samples: str | None = None) -> str:
+    """``stream_props.check_epoch`` over each epoch of ``run`` (the resumed run, or a trainer's one run); ``samples``:
+    the script's function from a run's ids to the samples they deliver (``ReproSetup.samples``)."""
     why = f"  # {reason}" if reason else ""
     if sc.dp_size == 1:
         head = [f"ALL = {{1000 * k + i for k, n in enumerate({list(sc.sources)}) for i in range(n)}}  # each epoch, once each"]
@@ -170,7 +175,8 @@ def _judge_exactly_once(sc: StreamScenario, loss: Any, reason: str, run: str = "
         head.append(f"LOSS = {loss!r}{why}")
         judged.append("len(lost) > LOSS" + (" and e != 0" if sc.break_after is not None else ""))
     note = "  # epoch 0's loop broke early: no loss is judged" if sc.break_after is not None and len(judged) > 2 else ""
-    return each_epoch_once(head, f"[sid for ee, batch in {run} if ee == e for sid in batch]", sc.dp_size, judged,
+    got = f"[sid for ee, batch in {run} if ee == e for sid in batch]"
+    return each_epoch_once(head, f"{samples}({got})" if samples else got, sc.dp_size, judged,
                            note, "epoch {e} delivered {sorted(twice)} twice, {sorted(foreign)} foreign, "
                                  "left out {sorted(lost)}", show)
 
@@ -313,22 +319,44 @@ def _lightning_uninterrupted(ids: str, epoch_hook: str | None) -> str:
                       f"            trained.append((epoch, {ids}))", "    return trained"])
 
 
+def _torchtitan_uninterrupted(ids: str) -> str:
+    """``_torchtitan_loop`` without a preemption, over a finite loader: one ``iter()`` at the first ``next()``, a
+    checkpoint after every step, until the data runs out."""
+    return "\n".join(["def run():", '    """torchtitan\'s Trainer.train (trainer.py), no preemption, a finite loader: steps until '
+                      'the data runs out', "    (\'Ran out of data; last step was canceled.\'). Returns what was trained: "
+                      '(0, ids) per step (no epochs)."""', "    trained, loader = [], make()",
+                      "    for batch in loader:  # iter() at the first next()",
+                      f"        trained.append((0, {ids}))",
+                      "        pickle.dumps(loader.state_dict())  # the checkpointer's save after every step",
+                      "    return trained"])
+
+
 def _write_trainer_epochs(entry: dict[str, Any], path: str, sc: StreamScenario, component: Any, code: Any,
                           trainer: str) -> str:
-    """``stream_trainer_epochs`` under Lightning's fit loop, uninterrupted (``trainers._lightning_run``: without a
-    preemption its checkpoints change nothing, so ``lightning`` and ``lightning-steps`` run the same loop): each
+    """``stream_trainer_epochs`` uninterrupted: under Lightning's fit loop (``trainers._lightning_run``: without a
+    preemption its checkpoints change nothing, so ``lightning`` and ``lightning-steps`` run the same loop) each
     epoch ``len(loader)`` batches, judged as ``stream_props.check_epoch`` judges it (each of the rank's samples once,
-    no more left out than the loader documents)."""
-    if sc.break_after is not None or (sc.mix == "combined" and sc.weights is not None) or sc.mix == "parallel":
+    no more left out than the loader documents); under torchtitan's (``_torchtitan_loop``, a finite loader) its one
+    pass, each sample at most once."""
+    show = f"trained = run({'' if trainer == 'torchtitan' else '[]'})\nprint(f'trained: {{trained}}')\n"
+    if trainer == "torchtitan":
+        if trainer_kw(component, trainer, sc)["training_steps"] is not None:
+            raise ReproError(f"{path}: an endless loader re-loops under torchtitan: stream_trainer_epochs judges a "
+                             "finite one")
+        samples = "delivered" if code.samples else None
+        judge = _judge_exactly_once(replace(sc, epochs=1), None, "", run="trained", show=show, samples=samples)
+        bound = f"{_bound(sc, component, trainer)}\nEPOCHS = 1  # no epochs: the loader's one pass"
+        loop = "\n\n".join([*([code.samples.rstrip()] if code.samples else []), _torchtitan_uninterrupted(code.ids)])
+    elif sc.break_after is not None or (sc.mix == "combined" and sc.weights is not None) or sc.mix == "parallel":
         raise ReproError(f"{path}: a stream_trainer_epochs script is written for a sized loader without "
                          f"limit_train_batches and without a parallel mixture so far; replay it instead: "
                          f"{corpus.replay_command(path)}")
-    judge = _judge_exactly_once(sc, *component.epoch_loss(sc), run="trained",
-                                show="trained = run([])\nprint(f'trained: {trained}')\n") + "sys.exit(0)\n"
+    else:
+        judge = _judge_exactly_once(sc, *component.epoch_loss(sc), run="trained", show=show)
+        bound, loop = f"EPOCHS = {sc.epochs}", _lightning_uninterrupted(code.ids, code.epoch_hook)
     body = [header(entry, code.library, path, f"trainer model {trainer!r}, uninterrupted"), "",
             *[f"import {m}" for m in sorted({"pickle", "sys", *code.stdlib})], "", *sorted(code.imports), "",
-            f"EPOCHS = {sc.epochs}", code.code.rstrip(), "", _lightning_uninterrupted(code.ids, code.epoch_hook), "",
-            judge.rstrip()]
+            bound, code.code.rstrip(), "", loop, "", judge.rstrip() + "\nsys.exit(0)"]
     return "\n".join(body) + "\n"
 
 

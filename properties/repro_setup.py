@@ -30,6 +30,10 @@ class ReproSetup:
     #: the expression of a step's signature where the component compares one (``LoaderComponent.signature``: what
     #: loader_resume holds step for step); None: the component compares ids
     signature: str | None = None
+    #: where a batch's ids are tokens named by their sample (``StreamComponent.samples_of``): the source of a function
+    #: ``delivered(ids)`` that turns a run's ids into the samples they deliver, each once per delivery (a script
+    #: that judges samples adds it after ``code``)
+    samples: str | None = None
 
 
 @dataclass(frozen=True)

@@ -258,8 +258,9 @@ def _epochs_under_a_trainer(component: Any) -> str | None:
     why = _has_real_trainer(component)
     if why:
         return why
-    if not [t for t in T.real_trainers(component) if t != "torchtitan"]:
-        return "the component's only trainer, torchtitan, has no epochs (stream_trainer_resume judges its pass)"
+    if all(T.get(t).no_epochs for t in T.real_trainers(component)) and component.training_steps is not None:
+        return ("the component's trainers have no epochs and re-loop this endless loader to their training.steps: a "
+                "sample recurs by design (stream_trainer_resume judges the run)")
     return None
 
 
@@ -268,7 +269,8 @@ def _epochs_under_a_trainer(component: Any) -> str | None:
                                                  else _no_parallel(c)[0]),
              doc="under every trainer model the loader declares that runs epochs, an uninterrupted run delivers each "
                  "epoch's samples once and leaves out no more than the loader documents (a trainer that ends an "
-                 "epoch after len() batches trains only what len() promised)")
+                 "epoch after len() batches trains only what len() promised); under torchtitan's, which has no "
+                 "epochs, a finite loader's one pass delivers each sample at most once")
 def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> None:
     _supported(component, sc)
     if sc.mix == "parallel":
@@ -276,11 +278,17 @@ def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> Non
     loss, reason = component.epoch_loss(sc)
     expected = sc.all_ids() if sc.dp_size == 1 else None
     for trainer in T.real_trainers(component):
-        if trainer == "torchtitan":
-            continue
-        t = T.get(trainer).run(component.make_loader, sc, **trainer_kw(component, trainer, sc))
-        for epoch in range(sc.epochs):
+        model, kw = T.get(trainer), trainer_kw(component, trainer, sc)
+        if model.no_epochs and kw.get("training_steps") is not None:
+            continue   # an endless loader re-loops to training.steps: a sample recurs by design
+        t = model.run(component.make_loader, sc, **kw)
+        # without epochs the run is the loader's one pass (epoch 0), and what a pass leaves out is the loader's
+        # own bound (torchtitan never trains a last window short of seq_len): only what is delivered twice, or
+        # from outside the rank's data, is judged there
+        for epoch in range(1 if model.no_epochs else sc.epochs):
             ids = t.epoch_ids(epoch)
-            S.check_epoch(ids, expected if expected is not None else set(ids), epoch=epoch, loss=loss,
-                          loss_reason=reason, where=f"{T.under_trainer(trainer)}, uninterrupted",
-                          partial=sc.break_after is not None)
+            if component.samples_of is not None:
+                ids = component.samples_of(sc, ids)
+            S.check_epoch(ids, expected if expected is not None else set(ids), epoch=epoch,
+                          loss=None if model.no_epochs else loss, loss_reason=reason,
+                          where=f"{T.under_trainer(trainer)}, uninterrupted", partial=sc.break_after is not None)

@@ -88,6 +88,7 @@ class TrainerModel:
     summary: str
     run: Callable[..., Transcript]
     epoch_bound: bool = False     # the trainer bounds an epoch by its own step count (steps_per_epoch)
+    no_epochs: bool = False       # one iter() per job: the run is the loader's first pass, all of it epoch 0
 
 
 def _veomni_run(make: Callable[[LoaderScenario], Any], scenario: LoaderScenario, *, preempt_after=(),
@@ -484,6 +485,7 @@ TORCHTITAN = TrainerModel(
             "through DCP; a restart asks state_dict() then load_state_dict() before anything else; "
             "running out of data ends training",
     run=_torchtitan_run,
+    no_epochs=True,
 )
 TRAINERS: dict[str, TrainerModel] = {t.name: t for t in (TORCHDATA, LIGHTNING, LIGHTNING_STEPS, TORCHTITAN,
                                                         VEOMNI, ADVERSARIAL)}

@@ -16,12 +16,13 @@ from properties.targets import resolve
 
 
 def harness_runs(entry: dict) -> tuple[list, list] | str:
-    """The harness's uninterrupted and resumed runs of the entry's example (stream_trainer_epochs: Lightning's
-    uninterrupted run and None), or the crash as text."""
+    """The harness's uninterrupted and resumed runs of the entry's example (stream_trainer_epochs: Lightning's or
+    torchtitan's uninterrupted run and None), or the crash as text."""
     sc = decode_stream_scenario(entry["example"])
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
-    if entry["property"] == "stream_trainer_epochs":   # Lightning's loop, uninterrupted: the one run the script prints
-        t = T.get("lightning").run(component.make_loader, sc, **SS.trainer_kw(component, "lightning", sc))
+    if entry["property"] == "stream_trainer_epochs":   # the trainer's loop, uninterrupted: the one run the script prints
+        name = "torchtitan" if T.under_trainer("torchtitan") in entry["message"] else "lightning"
+        t = T.get(name).run(component.make_loader, sc, **SS.trainer_kw(component, name, sc))
         return [(e, mbs[0]) for e, mbs in t.steps], None
     if entry["property"] != "stream_trainer_resume":
         sc = SS.judged(component, sc, entry["property"])

@@ -408,7 +408,8 @@ def test_a_veomni_script_passes_once_the_bug_is_fixed(tmp_path):
 
 TORCHTITAN_PINS = {"T1": STUDIES / "torchtitan" / "pins" / "t1-minimal-map.json",   # one worker
                    "T4": STUDIES / "torchtitan" / "pins" / "t4-minimal-map-finite.json",   # a finite loader
-                   "T5": STUDIES / "torchtitan" / "pins" / "t5-hang-streaming.json"}   # a hang (stream_no_hang)
+                   "T5": STUDIES / "torchtitan" / "pins" / "t5-hang-streaming.json",   # a hang (stream_no_hang)
+                   "T2": STUDIES / "torchtitan" / "pins" / "t2-map-finite-workers.json"}   # one pass (no fix)
 #: run in a library's overlay (torchtitan needs datasets < 4.8, VeOmni's builders 2.21): each pin's script as
 #: written and the harness's own runs (None: a run with no second to compare; a string: the run raised this)
 _IN_OVERLAY = """
@@ -418,7 +419,8 @@ from tests.repro_harness import harness_runs, loader_harness_runs
 out = {}
 for finding, path in json.loads(sys.argv[1]).items():
     entry = corpus.load(path)
-    runs = {"stream_trainer_resume": harness_runs, "trainer_resume": loader_harness_runs}.get(entry["property"])
+    runs = {"stream_trainer_resume": harness_runs, "stream_trainer_epochs": harness_runs,
+            "trainer_resume": loader_harness_runs}.get(entry["property"])
     try:
         runs = runs and runs(entry)
     except RuntimeError as e:
@@ -437,7 +439,7 @@ def _written_in_overlay(overlay, pins: dict[str, Path]) -> dict:
 
 
 def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_with_the_diffs(tmp_path):
-    # T1 and T4 under torchtitan's loop, preempted; T5 uninterrupted with a bound on each batch
+    # T1 and T4 under torchtitan's loop, preempted; T5 uninterrupted with a bound on each batch; T2 one pass
     from properties.targets.overlay import TORCHTITAN
     from studies.torchtitan import PATCH_SETS
 
@@ -449,8 +451,17 @@ def test_torchtitan_scripts_fail_on_the_release_print_the_harness_runs_and_pass_
     for finding, got in written.items():
         text = got["text"]
         assert imported_roots(text) <= STDLIB | {"torchtitan", "datasets"}, imported_roots(text) - STDLIB
-        assert f"studies/torchtitan/patches/{finding}.diff" in " ".join(text.split())
         script = tmp_path / f"{finding}.py"
+        if finding == "T2":   # no diff: the release's one pass trains a sample twice, as the harness's run does
+            assert "fix proposed" not in " ".join(text.split()) and len(text.splitlines()) <= 60
+            script.write_text(text)
+            released = run_script(script, tmp_path, TORCHTITAN.dir())
+            assert released.returncode == 1, released.stdout + released.stderr[-2000:]
+            assert [tuple(s) for s in printed(released.stdout, "trained")] == [(e, tuple(ids))
+                                                                               for e, ids in got["runs"][0]]
+            assert "epoch 0 delivered [0, 1, 2] twice" in released.stdout, released.stdout
+            continue
+        assert f"studies/torchtitan/patches/{finding}.diff" in " ".join(text.split())
         # T5 hangs on the release: the bound on a batch shortened from its 10 s (a batch here takes well under one)
         script.write_text(text.replace(f"HANG_S = {repro.HANG_S} ", "HANG_S = 5 ", 1))
         released = run_script(script, tmp_path, TORCHTITAN.dir())

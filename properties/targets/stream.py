@@ -19,6 +19,9 @@ their own state, so what they promise differs by configuration; a component says
   restored loader has moved on: its next ``iter()`` is the next epoch, and a trainer, knowing the
   epoch ended, moves on too); the reason quotes where the library says so. The schedules follow it
   (``loader_props.run_schedule``); a loader that restores the other way fails the resume properties.
+* ``samples_of(sc, ids)``: for a loader that packs samples into windows and names every token by its sample
+  (torchtitan's text loader), the samples a run's ids deliver, each once per delivery (a sample's tokens read
+  twice count twice); None, the default: ``ids_of`` already gives one id per delivered sample.
 * ``after_break(sc)`` -> ``(convention, reason)``: what the next ``iter()`` does after a loop broke off an
   epoch that a restore had resumed: ``fresh`` (the default: the next epoch) or ``replays`` (the loaded
   state again, as litdata documents). Where a scenario's epoch 0 breaks off after a restore in it, a
@@ -98,6 +101,8 @@ class StreamComponent(Component):
     #: a trainer that runs a step budget rather than epochs (torchtitan's training.steps): its budget for a
     #: scenario; None: until the loader runs out
     training_steps: Callable[[Any], int | None] | None = None
+    #: a packing loader's delivered samples from a run's token ids (see the module docstring); None: ids are samples
+    samples_of: Callable[[Any, list], list] | None = None
     #: the loader as standalone code for ``properties.repro``: ``repro_setup(sc)`` -> ``ReproSetup``; None: this
     #: component writes no standalone script
     repro_setup: Callable[[Any], "ReproSetup"] | None = None

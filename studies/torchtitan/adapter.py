@@ -37,6 +37,7 @@ import logging
 import math
 import os
 import sys
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
@@ -245,9 +246,21 @@ def repro_setup(sc: StreamScenario, *, form: str, infinite: bool) -> ReproSetup:
             f"persistent_workers={persistent})",
             f"    return config.build(dp_world_size={sc.dp_size}, dp_rank={sc.dp_rank}, tokenizer=Tokenizer(), "
             f"seq_len={seq_len_of(sc)}, local_batch_size={sc.batch_size})"]
+    delivered = ["def delivered(ids):  # sample i puts K[i] copies of its id into the inputs: n are ceil(n / K[i]) "
+                 "deliveries", "    return [s for s in sorted({i for i in ids if i >= 0}) for _ in range(-(-ids.count(s) "
+                 "// K[s]))]"]
     return ReproSetup(f"torchtitan {lib().version}", ("json", "os", "tempfile"),
                       ("from datasets import load_dataset", "from torchtitan.hf_datasets import DatasetConfig, text_datasets"),
-                      "\n".join(code), "tuple(int(x) for x in batch[0]['input'].reshape(-1).tolist())")
+                      "\n".join(code), "tuple(int(x) for x in batch[0]['input'].reshape(-1).tolist())",
+                      samples="\n".join(delivered))
+
+
+def samples_of(sc: StreamScenario, ids: list) -> list:
+    """The samples a run's input tokens deliver, each once per delivery: sample ``s`` puts ``tokens_per_sample``
+    copies of its id into the inputs (BOS and the separators are not samples), so ``n`` copies are ``ceil(n / k)``
+    deliveries (a window boundary or the untrained tail may cut a delivery short, never make one more)."""
+    counts = Counter(i for i in ids if i >= 0)
+    return [s for s, n in sorted(counts.items()) for _ in range(-(-n // tokens_per_sample(sc.seed, s)))]
 
 
 def inputs_per_pass(sc: StreamScenario) -> int:
@@ -297,7 +310,7 @@ def component(form: str, infinite: bool) -> StreamComponent:
         name=f"stream:torchtitan-{form}{suffix}", make_loader=functools.partial(_make, form=form, infinite=infinite),
         ids_of=ids_of, state_codec="pickle", resume_promise=lambda sc: ("exact", EXACT), mixes=("single",),
         max_workers=2, batch_sizes=(1, 2, 3), drop_last=(False,), shuffle=(False,), dp=False, break_early=False,
-        knob_notes=NOTES, skip=SKIP, trainers=("torchtitan",), training_steps=steps,
+        knob_notes=NOTES, skip=SKIP, trainers=("torchtitan",), training_steps=steps, samples_of=samples_of,
         repro_setup=functools.partial(repro_setup, form=form, infinite=infinite))
 
 
