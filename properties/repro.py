@@ -22,7 +22,7 @@ Written here for stream examples (litdata, Hugging Face datasets, torchtitan) of
 ``stream_exactly_once`` and ``stream_mixture`` under the adversarial schedule, ``stream_trainer_resume`` under
 torchdata's, Lightning's (every-step checkpoints) or torchtitan's loop (its overlay; the component's
 ``training_steps``), ``stream_trainer_epochs`` under Lightning's fit loop or torchtitan's (a finite loader's one
-pass) uninterrupted, and ``stream_no_hang``
+pass) uninterrupted, ``stream_epochs``' replayed epoch (two epochs for each of the seeds it asks), and ``stream_no_hang``
 under torchtitan's loop with the DataLoader's timeout on each batch. Loader examples (VeOmni's, dynbsz's, the plain
 torchdata loader's) are written by ``properties.repro_loader``, packer examples (``budget``) by
 ``properties.repro_packer``; the pieces they share are in ``properties.repro_code``. Anything else is refused with
@@ -63,14 +63,14 @@ from .trainers import under_trainer
 
 #: the properties a script can be written for, and the trainer models whose loops it inlines for each
 STREAM_PROPERTIES = ("stream_resume", "stream_exactly_once", "stream_mixture", "stream_trainer_resume",
-                     "stream_trainer_epochs", "stream_no_hang")
+                     "stream_trainer_epochs", "stream_no_hang", "stream_epochs")
 LOADER_PROPERTIES = tuple(LOADER_TRAINERS)
 PACKER_PROPERTIES = tuple(PACKER_TRAINERS)
 PROPERTIES = STREAM_PROPERTIES + LOADER_PROPERTIES + PACKER_PROPERTIES
 SCHEDULE_TRAINERS = {"stream_resume": ("adversarial",), "stream_exactly_once": ("adversarial",),
                      "stream_mixture": ("adversarial",), "stream_trainer_resume": ("torchdata", "lightning-steps", "torchtitan"),
                      "stream_trainer_epochs": ("lightning", "lightning-steps", "torchtitan"),
-                     "stream_no_hang": ("torchtitan",),
+                     "stream_no_hang": ("torchtitan",), "stream_epochs": ("adversarial",),
                      **LOADER_TRAINERS, **PACKER_TRAINERS}
 TRAINERS = tuple(dict.fromkeys(t for ts in SCHEDULE_TRAINERS.values() for t in ts))
 __all__ = ["LOADER_PROPERTIES", "PROPERTIES", "SCHEDULE_TRAINERS", "TRAINERS", "ReproError", "command", "supports",
@@ -247,6 +247,8 @@ def write(entry: dict[str, Any], *, path: str = "FILE.json", trainer: str | None
                          f"{', '.join(component.trainers)})")
     if prop == "stream_no_hang":
         return _write_no_hang(entry, path, sc, component, setup(sc))
+    if prop == "stream_epochs":
+        return _write_epochs_across_seeds(entry, path, sc, component, setup)
     if prop != "stream_trainer_resume":
         sc = judged(component, sc, prop)   # a documented replay after a broken-off resumed epoch: epoch 0 alone
     code = setup(sc)
@@ -384,6 +386,47 @@ def _write_no_hang(entry: dict[str, Any], path: str, sc: StreamScenario, compone
             _bound(sc, component, "torchtitan") + f"\nHANG_S = {HANG_S}  # seconds a batch may take (one takes well "
             "under one)", code.code.rstrip(), "", "\n".join(bounded), "",
             _torchtitan_loop(sc, code.ids, steps), "", "\n".join(judge)]
+    return "\n".join(body) + "\n"
+
+
+#: two seeds no example draws: where a loader's code differs between them, and only there, it names the seed
+_SENTINELS = (918273645, 546372819)
+
+
+def _seeded_code(sc: StreamScenario, setup: Any, path: str) -> Any:
+    """The setup's code with the scenario's seed as the name ``SEED``: rendered at two sentinel seeds, the two must
+    differ only where the sentinels stand (a loader whose code derives more from the seed is refused)."""
+    a, b = (setup(replace(sc, seed=s)) for s in _SENTINELS)
+    if a.code.replace(str(_SENTINELS[0]), "SEED") != b.code.replace(str(_SENTINELS[1]), "SEED") or \
+            str(_SENTINELS[0]) not in a.code:
+        raise ReproError(f"{path}: the loader's code does not take its seed as one literal: a script across seeds is "
+                         f"not written for it; replay it instead: {corpus.replay_command(path)}")
+    return replace(a, code=a.code.replace(str(_SENTINELS[0]), "SEED"))
+
+
+def _write_epochs_across_seeds(entry: dict[str, Any], path: str, sc: StreamScenario, component: Any,
+                               setup: Any) -> str:
+    """``stream_epochs``' replay of epoch 0 (``stream_props.check_reshuffle`` for one seed,
+    ``check_reshuffle_across_seeds`` for as many as the loader's ``epoch_orders`` need): uninterrupted runs of two
+    epochs, one per seed, and epoch 1 must differ from epoch 0 for at least one."""
+    orders = component.epoch_orders(sc) if sc.shuffle else None
+    seeds = S.seeds_to_tell(orders) if orders is not None and not component.reshuffles(sc)[0] else 1
+    if seeds is None or "replays epoch" not in str(entry.get("message")):
+        raise ReproError(f"{path}: a stream_epochs script is written for an epoch that replays the one before so far; "
+                         f"replay it instead: {corpus.replay_command(path)}")
+    code = _seeded_code(replace(sc, epochs=2), setup, path)
+    why = [f"# an epoch can take {orders} orders: a reshuffle drawn from the seed replays epoch 0 for all {seeds} seeds "
+           f"with probability {float(orders) ** -seeds:.0e}"] if seeds > 1 else []
+    judge = [*why, f"for SEED in range({sc.seed}, {sc.seed + seeds}):", "    steps = run()",
+             "    first, second = ([sid for e, batch in steps if e == k for sid in batch] for k in (0, 1))",
+             "    print(f'seed {SEED}: epoch 0 {first}, epoch 1 {second}')", "    if first != second:",
+             "        sys.exit(0)", "print('first difference: none: epoch 1 replays epoch 0 for every seed')",
+             "sys.exit(1)"]
+    described = "uninterrupted, two epochs" + (f" for each of {seeds} seeds" if seeds > 1 else "")
+    body = [header(entry, code.library, path, described), "",
+            *[f"import {m}" for m in sorted({"sys", *code.stdlib})], "", *sorted(code.imports), "",
+            "EPOCHS = 2\nSEED = None  # the loop at the end sets it: make() reads it", code.code.rstrip(), "",
+            schedule_loop(replace(sc, epochs=2), code.ids, code.epoch_hook, restores=False), "", "\n".join(judge)]
     return "\n".join(body) + "\n"
 
 

@@ -151,6 +151,34 @@ def check_reshuffle(make, sc: StreamScenario, *, ids_of, codec: str, must_differ
                                         f"{_short(persistent.epoch_ids(e))} with shuffle=True")
 
 
+#: the chance that a loader whose reshuffle is drawn from the seed replays epoch 0 for every seed tried (at most)
+REPLAY_CHANCE = 1e-9
+#: the most seeds tried; fewer orders than that would need are left undecided (Unsupported)
+MAX_SEEDS = 12
+
+
+def seeds_to_tell(orders: int) -> int | None:
+    """How many seeds make ``orders ** -seeds <= REPLAY_CHANCE`` (None: more than ``MAX_SEEDS``)."""
+    n = math.ceil(-math.log(REPLAY_CHANCE) / math.log(orders)) if orders > 1 else MAX_SEEDS + 1
+    return n if n <= MAX_SEEDS else None
+
+
+def check_reshuffle_across_seeds(make, sc: StreamScenario, *, orders: int, ids_of, codec: str) -> None:
+    """Where one seed's two epochs agree by chance with probability ``1 / orders``, epoch 1 must differ from epoch 0
+    for at least one of ``seeds_to_tell(orders)`` seeds (``sc.seed`` on): a reshuffle drawn from the seed replays
+    epoch 0 for all of them with probability at most REPLAY_CHANCE."""
+    seeds = seeds_to_tell(orders)
+    plain = replace(sc, epochs=2, checkpoints=(), restore_at_epoch_end=False, break_after=None)
+    for seed in range(sc.seed, sc.seed + seeds):
+        t = run_stream(make, replace(plain, seed=seed), ids_of=ids_of, codec=codec)
+        if t.epoch_ids(1) != t.epoch_ids(0):
+            return
+    raise PropertyViolation(f"epochs: epoch 1 replays epoch 0's order with shuffle=True for every one of {seeds} seeds "
+                            f"{sc.seed}-{sc.seed + seeds - 1} (e.g. {_short(t.epoch_ids(0))}; with {orders} orders "
+                            f"an epoch can take, a reshuffle drawn from the seed does so with probability "
+                            f"{float(orders) ** -seeds:.0e})")
+
+
 def check_dp(make, sc: StreamScenario, *, ids_of, codec: str, loss: int, loss_reason: str) -> None:
     runs = [run_stream(make, replace(sc, dp_rank=r, checkpoints=(), restore_at_epoch_end=False, break_after=None),
                        ids_of=ids_of, codec=codec) for r in range(sc.dp_size)]

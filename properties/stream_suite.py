@@ -183,7 +183,9 @@ def stream_exactly_once(component: StreamComponent, sc: StreamScenario) -> None:
 @stream_prop("stream_epochs", not_for=_epochs, cost=5,
              examples=lambda c: stream_scenarios(c, mix="single", checkpoints=False, min_workers=1, shuffle=True),
              doc="with shuffle, epoch e's order is the same under persistent and non-persistent workers and "
-                 "consecutive epochs differ")
+                 "consecutive epochs differ; where an epoch can take so few orders that two agree by chance "
+                 "(StreamComponent.epoch_orders), epoch 1 differs from epoch 0 for at least one of the seeds that "
+                 "make a chance replay for all of them unlikely (1e-9)")
 def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
     for persistent in (True, False):
         _supported(component, replace(sc, persistent_workers=persistent))
@@ -191,6 +193,9 @@ def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported("fewer than 12 samples: two shuffled epochs may agree by chance")
     must, _ = component.reshuffles(sc)
     S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
+    orders = component.epoch_orders(sc) if sc.shuffle and not must else None
+    if orders is not None and S.seeds_to_tell(orders) is not None:
+        S.check_reshuffle_across_seeds(component.make_loader, sc, orders=orders, **_kw(component))
 
 
 @stream_prop("stream_persistent_workers", not_for=_epochs, cost=5,

@@ -17,16 +17,20 @@ from properties.targets import resolve
 
 def harness_runs(entry: dict) -> tuple[list, list] | str:
     """The harness's uninterrupted and resumed runs of the entry's example (stream_trainer_epochs: Lightning's or
-    torchtitan's uninterrupted run and None), or the crash as text."""
+    torchtitan's uninterrupted run and None; stream_epochs: the example's seed's run and None), or the crash as
+    text."""
     sc = decode_stream_scenario(entry["example"])
     component = next(c for c in resolve(entry["target"]).components if c.name == entry["component"])
     if entry["property"] == "stream_trainer_epochs":   # the trainer's loop, uninterrupted: the one run the script prints
         name = "torchtitan" if T.under_trainer("torchtitan") in entry["message"] else "lightning"
         t = T.get(name).run(component.make_loader, sc, **SS.trainer_kw(component, name, sc))
         return [(e, mbs[0]) for e, mbs in t.steps], None
+    kw = dict(ids_of=component.ids_of, codec=component.state_codec)
+    if entry["property"] == "stream_epochs":   # the first seed's uninterrupted two epochs, the script's first line
+        t = S.run_stream(component.make_loader, replace(sc, epochs=2, checkpoints=(), restore_at_epoch_end=False), **kw)
+        return t.steps, None
     if entry["property"] != "stream_trainer_resume":
         sc = SS.judged(component, sc, entry["property"])
-    kw = dict(ids_of=component.ids_of, codec=component.state_codec)
     if entry["property"] == "stream_trainer_resume":
         name = next((t for t in ("lightning-steps", "torchtitan") if T.under_trainer(t) in entry["message"]), "torchdata")
         trainer, kills = T.get(name), SS.trainer_kills(sc)

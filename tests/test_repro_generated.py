@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -128,6 +129,12 @@ def check_stream_run(finding: str, entry: dict, done) -> None:
     sc = decode_stream_scenario(entry["example"])
     # persistent workers abandoned by an early break run their prefetch when they run (H8): even the uninterrupted
     # run's next epoch is timing there
+    if entry["property"] == "stream_epochs":   # "seed N: epoch 0 [...], epoch 1 [...]", the example's seed first
+        line = re.search(rf"^seed {sc.seed}: epoch 0 (\[.*?\]), epoch 1 (\[.*?\])$", done.stdout, re.M)
+        assert line, (finding, done.stdout)
+        epochs = [ast.literal_eval(line.group(k)) for k in (1, 2)]
+        assert epochs == [[i for e, b in harness[0] if e == k for i in b] for k in (0, 1)], (finding, done.stdout)
+        return
     first = "trained" if entry["property"] == "stream_trainer_epochs" else "uninterrupted"
     if not (corpus.timing_may_matter(entry) and sc.persistent_workers and sc.break_after is not None):
         assert [tuple(s) for s in printed(done.stdout, first)] == harness[0], (finding, done.stdout)

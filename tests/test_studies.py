@@ -13,8 +13,6 @@ from properties.targets import studies as S
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 #: the shape every study folder has (an independent list: the README's layout section names the same)
-#: findings shown by a test rather than a pin or a script: H2 shows across seeds, which one example cannot
-SHOWN_BY_A_TEST = {"H2": "tests/test_hf_conformance.py::test_h2_epoch_one_replays_epoch_zero_for_every_seed"}
 SHAPE = ("__init__.py", "adapter.py", "fixes.py", "patches", "repros", "pins", "data", "report.md", "intent.md")
 
 
@@ -38,7 +36,7 @@ def test_a_study_folder_has_the_shape(folder):
     assert pins and all(set(p) >= {"format", "target", "property", "example"} for p in pins)
     pinned = {p["finding"] for p in pins if p.get("finding")}
     scripts = {p.stem for p in (root / "repros").glob("*.py")}
-    unshown = [f for s in module.PATCH_SETS for f in s.fixes() if f not in pinned | scripts | set(SHOWN_BY_A_TEST)]
+    unshown = [f for s in module.PATCH_SETS for f in s.fixes() if f not in pinned | scripts]
     assert unshown == [], f"diffs with neither a pin nor a script: {unshown}"
 
 

@@ -19,6 +19,10 @@ their own state, so what they promise differs by configuration; a component says
   restored loader has moved on: its next ``iter()`` is the next epoch, and a trainer, knowing the
   epoch ended, moves on too); the reason quotes where the library says so. The schedules follow it
   (``loader_props.run_schedule``); a loader that restores the other way fails the resume properties.
+* ``epoch_orders(sc)``: how many orders a shuffled epoch can take, where they are few enough that two epochs agree
+  by chance (datasets' one-sample shuffle buffer: k shards, k! orders); None, the default: too many to matter.
+  ``stream_epochs`` then asks the epochs to differ for at least one of several seeds (``reshuffles`` may say
+  they need not for one).
 * ``samples_of(sc, ids)``: for a loader that packs samples into windows and names every token by its sample
   (torchtitan's text loader), the samples a run's ids deliver, each once per delivery (a sample's tokens read
   twice count twice); None, the default: ``ids_of`` already gives one id per delivered sample.
@@ -71,6 +75,10 @@ def _weights(sc: Any) -> tuple[float, ...]:
     return tuple(sc.weights) if sc.weights else tuple(float(n) for n in sc.sources)
 
 
+def _many(sc: Any) -> int | None:
+    return None
+
+
 def _reshuffles(sc: Any) -> Promise:
     return bool(sc.shuffle), "" if sc.shuffle else "shuffle=False keeps one order"
 
@@ -85,6 +93,7 @@ class StreamComponent(Component):
     epoch_loss: Callable[[Any], Promise] = _lossless
     dp_loss: Callable[[Any], Promise] = _lossless
     reshuffles: Callable[[Any], Promise] = _reshuffles
+    epoch_orders: Callable[[Any], int | None] = _many
     mixture_weights: Callable[[Any], tuple[float, ...]] = _weights
     epoch_end: Callable[[Any], Promise] = _open
     after_break: Callable[[Any], Promise] = _fresh

@@ -184,10 +184,16 @@ def _shards(sc: StreamScenario) -> int:
     return sum(_source_shards(sc, k) for k in range(len(sc.sources)))
 
 
+def epoch_orders(sc: StreamScenario) -> int | None:
+    """k! for a one-sample shuffle buffer over k shards (the epoch's order is its shard order); else None."""
+    return math.factorial(_shards(sc)) if sc.shuffle and sc.shuffle_buffer <= 1 else None
+
+
 def reshuffles(sc: StreamScenario):
     if not sc.shuffle:
         return False, "shuffle=False keeps one order"
-    if sc.shuffle_buffer <= 1 and _shards(sc) < MIN_SHARDS_TO_DIFFER:
+    orders = epoch_orders(sc)
+    if orders is not None and orders < math.factorial(MIN_SHARDS_TO_DIFFER):
         return False, (f"a shuffle buffer of one sample orders an epoch by its {_shards(sc)} shards only: two epochs "
                        f"agree by chance too often to tell (fewer than {MIN_SHARDS_TO_DIFFER} shards)")
     return True, ""
@@ -201,7 +207,7 @@ def mixture_weights(sc: StreamScenario) -> tuple[float, ...]:
 def component() -> StreamComponent:
     return StreamComponent(name="stream:hf-iterable", make_loader=make_loader, ids_of=ids_of, state_codec="pickle",
                            mixes=("single", "combined"), resume_promise=resume_promise, epoch_loss=epoch_loss,
-                           reshuffles=reshuffles,
+                           reshuffles=reshuffles, epoch_orders=epoch_orders,
                            dp_loss=dp_loss, mixture_weights=mixture_weights,
                            knob_notes={"mix": "datasets has no parallel (zip) mixture"}, repro_setup=repro_setup)
 
