@@ -27,7 +27,8 @@ from studies.hf_datasets import adapter as H
 from studies.hf_datasets.fixes import HF
 from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, fixes
 
-pytestmark = pytest.mark.skipif(not H.available(), reason=H.MISSING)
+# studies: the findings' evidence, a job of its own (docs/guide/tests.md)
+pytestmark = [pytest.mark.studies, pytest.mark.skipif(not H.available(), reason=H.MISSING)]
 
 FIXED = "studies.hf_datasets:fixed"
 #: this module as a patched copy's process imports it (pytest may import it under another name)

@@ -35,6 +35,7 @@ def test_a_test_that_asserts_the_fixed_behaviour_is_reported_apart_with_its_reas
     assert report["encode_the_bug_a_diff_fixes"] == {"t::shuffle[1-42]": {"fix": "H2", "why": "pins the old seed"}}
 
 
+@pytest.mark.studies   # the findings' evidence: a job of its own (docs/guide/tests.md)
 @pytest.mark.skipif(importlib.util.find_spec("datasets") is None, reason="datasets is not installed (--hf)")
 def test_datasets_own_iterable_dataset_tests_pass_with_our_diffs(tmp_path):
     out = tmp_path / "report.json"

@@ -33,7 +33,8 @@ from studies.litdata import adapter as L
 from studies.litdata.fixes import LITDATA
 from tests.stream_pins import STREAM_PROPERTIES, ci_check, failure_in_copy, first_failure, fixes, replays_with_every_fix
 
-pytestmark = pytest.mark.skipif(not L.available(), reason=L.MISSING)
+# studies: the findings' evidence, a job of its own (docs/guide/tests.md)
+pytestmark = [pytest.mark.studies, pytest.mark.skipif(not L.available(), reason=L.MISSING)]
 
 FIXED = "studies.litdata:fixed"
 #: this module as a patched copy's process imports it (pytest may import it under another name)

@@ -42,6 +42,8 @@ from tests.repro_harness import harness_runs, loader_harness_runs
 from tests.script_batch import run_scripts
 from tests.test_hf_conformance import RACES
 
+pytestmark = pytest.mark.studies   # the findings' evidence: a job of its own (docs/guide/tests.md)
+
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 #: the stream studies' pins (trainers/: under a trainer model) and VeOmni's
 STREAMS = [STUDIES / "litdata" / "pins", STUDIES / "hf_datasets" / "pins"]

@@ -21,6 +21,8 @@ import pytest
 
 from properties.targets.overlay import VEOMNI as VEOMNI_DATASETS
 
+pytestmark = pytest.mark.studies   # the findings' evidence: a job of its own (docs/guide/tests.md)
+
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "studies"
 #: how a script written by ``python -m properties repro`` names the corpus file it was written from

@@ -21,6 +21,8 @@ import pytest
 from properties import corpus
 from tests.stream_pins import fixes, replays_with_every_fix
 
+pytestmark = pytest.mark.studies   # the findings' evidence: a job of its own (docs/guide/tests.md)
+
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 PINS = [STUDIES / "litdata" / "pins" / "trainers", STUDIES / "hf_datasets" / "pins" / "trainers"]
 FAMILY = {"L": "litdata", "H": "hf"}

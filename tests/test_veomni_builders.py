@@ -22,8 +22,9 @@ from studies.veomni import builders as vb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.skipif(not vb.OVERLAY.installed(),
-                                reason=f"VeOmni's declared datasets overlay is not installed: {vb.OVERLAY.install}")
+# studies: the findings' evidence, a job of its own (docs/guide/tests.md)
+pytestmark = [pytest.mark.studies, pytest.mark.skipif(not vb.OVERLAY.installed(),
+                                                      reason=f"VeOmni's declared datasets overlay is not installed: {vb.OVERLAY.install}")]
 
 
 def _veomni_installed() -> bool:

@@ -28,7 +28,8 @@ from properties import corpus
 from studies.veomni import loaders as veomni_loaders
 from studies.veomni.fixes import VEOMNI
 
-pytestmark = pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_loaders.MISSING)
+# studies: the findings' evidence, a job of its own (docs/guide/tests.md)
+pytestmark = [pytest.mark.studies, pytest.mark.skipif(not veomni_loaders.available(), reason=veomni_loaders.MISSING)]
 
 CORPUS = Path(__file__).resolve().parent.parent / "studies" / "veomni" / "pins"
 
