@@ -178,6 +178,17 @@ def test_a_script_whose_outcome_can_depend_on_timing_says_so():
             assert ("can depend on timing" in " ".join(text.split())) == (workers >= 2), path.name
 
 
+def test_a_stream_epochs_failure_other_than_a_replayed_epoch_is_refused_naming_replay():
+    if not INSTALLED["hf-iterable"]:
+        pytest.skip("datasets is not installed")
+    path = STUDIES / "hf_datasets" / "pins" / "stream_epochs-stream_hf-iterable-hf-iterable-97ddb1d6e4.json"
+    entry = corpus.load(path)
+    assert "for each of 7 seeds" in repro.write(entry, path=str(path))
+    persistent = {**entry, "message": "epochs: epoch 1 differs between persistent and non-persistent workers: [..]"}
+    with pytest.raises(repro.ReproError, match="written for an epoch that replays the one before.*replay"):
+        repro.write(persistent, path=str(path))
+
+
 def test_unsupported_entries_are_refused_naming_what_is_supported(capsys, tmp_path):
     epochs = corpus.load(STUDIES / "litdata" / "pins" / "trainers" / "stream_trainer_epochs-L18.json")
     shards = tmp_path / "shards.json"   # a stream property no script is written for

@@ -63,3 +63,17 @@ def test_a_reshuffle_that_ignores_the_epoch_fails_naming_the_seeds():
 
 def test_without_few_orders_declared_one_seed_is_not_held_to_differ():
     stream_epochs(component(False, orders=lambda sc: None), SC)
+
+
+def test_repro_renders_the_seed_as_a_name_only_where_the_code_takes_it_as_one_literal():
+    from properties.repro import ReproError, _seeded_code
+    from properties.repro_setup import ReproSetup
+
+    def setup(code_of):
+        return lambda sc: ReproSetup("lib 1.0", (), (), code_of(sc), "batch")
+
+    as_literal = _seeded_code(SC, setup(lambda sc: f"ds = ds.shuffle(seed={sc.seed})"), "pin.json")
+    assert as_literal.code == "ds = ds.shuffle(seed=SEED)"
+    for code_of in (lambda sc: f"K = {sc.seed % 7}  # derived from the seed", lambda sc: "no seed at all"):
+        with pytest.raises(ReproError, match="does not take its seed as one literal.*replay"):
+            _seeded_code(SC, setup(code_of), "pin.json")
