@@ -19,6 +19,7 @@ from .registry import prop
 from .strategies import dp_half_the_time
 from .stream_scenarios import StreamScenario, decode_stream_scenario, encode_stream_scenario, stream_scenarios
 from .targets.stream import StreamComponent
+from .watchdog import pass_bound
 
 STREAM = frozenset({"stream"})
 
@@ -286,6 +287,10 @@ def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> Non
         model, kw = T.get(trainer), trainer_kw(component, trainer, sc)
         if model.no_epochs and kw.get("training_steps") is not None:
             continue   # an endless loader re-loops to training.steps: a sample recurs by design
+        if model.no_epochs:
+            # training.steps as a job sets it, twice what one pass may yield: a pass that reads its data twice
+            # ends with its data and is judged by what it delivered, not stopped (unshrunk) as a runaway
+            kw["training_steps"] = 2 * pass_bound(sc)
         t = model.run(component.make_loader, sc, **kw)
         # without epochs the run is the loader's one pass (epoch 0), and what a pass leaves out is the loader's
         # own bound (torchtitan never trains a last window short of seq_len): only what is delivered twice, or
