@@ -56,7 +56,7 @@ from .repro_loader import plan, write_loader
 from .repro_packer import SCHEDULE_TRAINERS as PACKER_TRAINERS
 from .repro_packer import write_packer
 from .stream_scenarios import StreamScenario, decode_stream_scenario
-from .stream_suite import judged, trainer_kills, trainer_kw
+from .stream_suite import epoch_seeds, judged, trainer_kills, trainer_kw
 from .targets import resolve
 from .trainers import TRAINERS as MODELS
 from .trainers import under_trainer
@@ -409,12 +409,12 @@ def _write_epochs_across_seeds(entry: dict[str, Any], path: str, sc: StreamScena
     """``stream_epochs``' replay of epoch 0 (``stream_props.check_reshuffle`` for one seed,
     ``check_reshuffle_across_seeds`` for as many as the loader's ``epoch_orders`` need): uninterrupted runs of two
     epochs, one per seed, and epoch 1 must differ from epoch 0 for at least one."""
-    orders = component.epoch_orders(sc) if sc.shuffle else None
-    seeds = S.seeds_to_tell(orders) if orders is not None and not component.reshuffles(sc)[0] else 1
+    seeds = epoch_seeds(component, sc)
     if seeds is None or "replays epoch" not in str(entry.get("message")):
         raise ReproError(f"{path}: a stream_epochs script is written for an epoch that replays the one before so far; "
                          f"replay it instead: {corpus.replay_command(path)}")
     code = _seeded_code(replace(sc, epochs=2), setup, path)
+    orders = component.epoch_orders(sc)
     why = [f"# an epoch can take {orders} orders: a reshuffle drawn from the seed replays epoch 0 for all {seeds} seeds "
            f"with probability {float(orders) ** -seeds:.0e}"] if seeds > 1 else []
     judge = [*why, f"for SEED in range({sc.seed}, {sc.seed + seeds}):", "    steps = run()",

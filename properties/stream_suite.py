@@ -194,9 +194,19 @@ def stream_epochs(component: StreamComponent, sc: StreamScenario) -> None:
         raise Unsupported("fewer than 12 samples: two shuffled epochs may agree by chance")
     must, _ = component.reshuffles(sc)
     S.check_reshuffle(component.make_loader, sc, must_differ=bool(must), **_kw(component))
-    orders = component.epoch_orders(sc) if sc.shuffle and not must else None
-    if orders is not None and S.seeds_to_tell(orders) is not None:
-        S.check_reshuffle_across_seeds(component.make_loader, sc, orders=orders, **_kw(component))
+    if (seeds := epoch_seeds(component, sc)) is not None and seeds > 1:
+        S.check_reshuffle_across_seeds(component.make_loader, sc, orders=component.epoch_orders(sc), **_kw(component))
+
+
+def epoch_seeds(component: StreamComponent, sc: StreamScenario) -> int | None:
+    """How many seeds ``stream_epochs`` holds epoch 1 apart from epoch 0 over: 1 where the component says one seed's
+    epochs must differ, ``seeds_to_tell`` of its ``epoch_orders`` where they are few, None where it holds none."""
+    if not sc.shuffle:
+        return None
+    if component.reshuffles(sc)[0]:
+        return 1
+    orders = component.epoch_orders(sc)
+    return None if orders is None else S.seeds_to_tell(orders)
 
 
 @stream_prop("stream_persistent_workers", not_for=_epochs, cost=5,
