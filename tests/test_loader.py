@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sys
 import warnings
 
 import pytest
@@ -122,13 +124,51 @@ class Killer(TraceMapDataset):
         return super().__getitem__(index)
 
 
+@contextlib.contextmanager
+def killed_worker_reports_dropped_by_finalizers():
+    """torch's SIGCHLD handler raises "DataLoader worker (pid N) is killed by signal" in the main thread wherever it
+    is; when that is a finalizer (a weakref callback the garbage collector runs), Python drops it as unraisable and
+    the loader reports the dead worker itself a moment later (a fresh-clone suite saw this once). Those reports are
+    expected here; any other unraisable exception goes on to pytest's hook and fails the test as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if not (isinstance(unraisable.exc_value, RuntimeError) and "is killed by signal" in str(unraisable.exc_value)):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def test_only_a_killed_workers_report_is_dropped_when_a_finalizer_swallows_it():
+    class RaisesWhenCollected:
+        def __init__(self, message):
+            self.message = message
+
+        def __del__(self):
+            raise RuntimeError(self.message)
+
+    reached, previous = [], sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: reached.append(str(unraisable.exc_value))
+    try:
+        with killed_worker_reports_dropped_by_finalizers():
+            RaisesWhenCollected("DataLoader worker (pid 1) is killed by signal: Killed.")
+            RaisesWhenCollected("another finalizer's error")
+    finally:
+        sys.unraisablehook = previous
+    assert reached == ["another finalizer's error"]
+
+
 @pytest.mark.parametrize("runtime, in_order", [("main", True), ("main", False), ("worker", True), ("worker", False)])
 def test_killed_worker_fails_loudly_and_resume_loses_nothing(tmp_path, runtime, in_order):
     config = LoaderConfig(num_workers=2, runtime=runtime, in_order=in_order, timeout_s=20)
     ld = loader(config, dataset=Killer(TRACE, victim=int(TRACE.ids[20]), marker=str(tmp_path / "killed")))
     ld.set_epoch(0)
     seen, trained, checkpoint = [], [], None
-    with pytest.raises(RuntimeError, match="(?i)worker"):
+    with killed_worker_reports_dropped_by_finalizers(), pytest.raises(RuntimeError, match="(?i)worker"):
         for step in ld:
             seen.extend(step.sample_ids)
             state = json.loads(json.dumps(ld.state_dict()))
