@@ -342,7 +342,7 @@ def _write_trainer_epochs(entry: dict[str, Any], path: str, sc: StreamScenario, 
     pass, each sample at most once."""
     show = f"trained = run({'' if trainer == 'torchtitan' else '[]'})\nprint(f'trained: {{trained}}')\n"
     if trainer == "torchtitan":
-        if trainer_kw(component, trainer, sc)["training_steps"] is not None:
+        if component.training_steps is not None:
             raise ReproError(f"{path}: an endless loader re-loops under torchtitan: stream_trainer_epochs judges a "
                              "finite one")
         samples = "delivered" if code.samples else None

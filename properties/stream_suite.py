@@ -295,7 +295,7 @@ def stream_trainer_epochs(component: StreamComponent, sc: StreamScenario) -> Non
     expected = sc.all_ids() if sc.dp_size == 1 else None
     for trainer in T.real_trainers(component):
         model, kw = T.get(trainer), trainer_kw(component, trainer, sc)
-        if model.no_epochs and kw.get("training_steps") is not None:
+        if model.no_epochs and component.training_steps is not None:
             continue   # an endless loader re-loops to training.steps: a sample recurs by design
         if model.no_epochs:
             # training.steps as a job sets it, twice what one pass may yield: a pass that reads its data twice
