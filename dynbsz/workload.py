@@ -15,6 +15,8 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import repeat
 from pathlib import Path
 from typing import Iterable
 
@@ -76,6 +78,17 @@ class Trace:
     def sources(self) -> list[str]:
         names = self.source_names
         return [names[i] for i in self.source.tolist()]
+
+    @cached_property
+    def put_rows(self) -> list[tuple]:
+        """Row i as ``dynbsz.packing.pack`` puts it: ``(sample_id, tokens, None, source name)`` (no physical
+        length). Built once per trace, on first use: a study packs one trace under dozens of gates."""
+        return list(zip(self.ids.tolist(), self.tokens.tolist(), repeat(None), self.sources()))
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("put_rows", None)     # a cache: rebuilt where it is needed, not shipped to other processes
+        return state
 
     def total_cost_s(self) -> float:
         return float(self.cost_s.sum())

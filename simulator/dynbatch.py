@@ -16,7 +16,6 @@ consumer is busy for ``step.of(tokens)`` after each optimizer step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -113,10 +112,7 @@ class RankFeed:
         self._mem_samples: list[int] = []     # packer buffer before each hand-out
         self._mem_tokens: list[int] = []
         self._stopped = False
-        names = trace.source_names
-        # what pack() puts for each trace row: (sample_id, tokens, physical_tokens, source)
-        self._samples = list(zip(trace.ids.tolist(), trace.tokens.tolist(), repeat(None),
-                                 [names[s] for s in trace.source.tolist()]))
+        self._samples = trace.put_rows
         self._gen = self._loop()
         self._pending = False
 

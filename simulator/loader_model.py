@@ -163,7 +163,12 @@ class LoaderModel:
         self.rb = config.reorder_buffer
         self._rb_seq = Sequencer(())   # the epoch's, once start_epoch builds it (peak 0 before)
         self.in_order = config.in_order and not self.rb   # torch's own mode: out of order behind a reorder buffer
+        # Map-style in order (§1.5): the next hand-out is always the oldest task in flight, at the later
+        # of the request and its arrival, and every worker stays active; so no event needs ordering,
+        # and the tasks' arrivals are read off their records instead of a heap (the same floats: the
+        # hand-out's time is one of the two, as the heap's clock would make it).
         self.iterable = config.dataset == "iterable"
+        self._direct = self.in_order and not self.iterable and nw > 0
         self.latency = config.result_latency_s
         self.free = [start] * nw          # when each worker finishes what it was given
         self.epoch = -1
@@ -344,7 +349,8 @@ class LoaderModel:
         fin = start + cost
         free[w] = fin
         self._record_task(w, b, lo, hi, tok, kind, now, start, fin)
-        self.q.push(fin + self.latency, k)
+        if not self._direct:
+            self.q.push(fin + self.latency, k)
 
     def _record_task(self, w, b, lo, hi, tok, kind, disp, start, fin) -> None:
         self._tw.append(w)
@@ -371,6 +377,8 @@ class LoaderModel:
         self.q.move_to(t, "the consumer asked for a batch")
         if self.nw == 0:
             return self._next_sync(t)
+        if self._direct:
+            return self._next_direct(t)
         if self.rb:
             return self._next_reordered(t)
         state, tw, kind, active = self._tstate, self._tw, self._tkind, self._active
@@ -420,6 +428,24 @@ class LoaderModel:
             state[k] = DONE
             self._rcvd = rcvd + 1
             return self._process(k, t)
+
+    def _next_direct(self, t: float) -> int | None:
+        """``next()`` of a map-style dataset in order: task ``rcvd`` is handed out at the later of ``t`` and its
+        arrival (the clock is at ``t`` already), then a task is dispatched, as ``_process`` does."""
+        k = self._rcvd
+        if k == self._send:                 # the sampler is exhausted and every task handed out
+            self._end_epoch()
+            return None
+        self._rcvd = k + 1
+        self._tstate[k] = DONE
+        now = self.q.advance(self._tfin[k] + self.latency)
+        self._ntask[self._tw[k]] -= 1
+        self._put(now)
+        self._hk.append(k)
+        self._hreq.append(t)
+        self._ht.append(now)
+        self._hepoch.append(self.epoch)
+        return len(self._hk) - 1
 
     def _next_reordered(self, t: float) -> int | None:
         """``next()`` behind a reorder buffer: torch hands out in arrival order, the sequencer releases in
@@ -481,6 +507,12 @@ class LoaderModel:
     def in_flight(self) -> list[tuple[float, int]]:
         """Results not yet taken by the main process: (arrival time, epoch-relative task), earliest first."""
         base = self._base
+        if self._direct:
+            # the queue would hold the tasks after the latest it gave up, in (arrival, send) order: the
+            # latest of those handed out (an earlier arrival of a later task was taken into the reorder buffer)
+            lat, fin = self.latency, self._tfin
+            taken = max(((fin[k] + lat, k) for k in range(base, self._rcvd)), default=(-1.0, -1))
+            return sorted((fin[k] + lat, k - base) for k in range(self._rcvd, self._send) if (fin[k] + lat, k) > taken)
         return [(t, k - base) for t, k in self.q.pending()]
 
     def handout_time(self, r: int) -> float:

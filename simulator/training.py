@@ -275,6 +275,7 @@ class Trainer:
         self.config = config
         self.stream = Stream(config.workload.workload, config.seed)
         self._orders: dict = {}     # (dp, rank, trace length) -> bridge.LoaderOrder, with a loader_config
+        self._traces: dict = {}     # (budget, dp, length) -> what each rank reads, for one (budget, dp) (_rank_traces)
         self._mean_cost = float(config.workload.workload.sample(4096, 0).cost_s.mean())
 
     def _samples_per_rank(self, budget: int) -> int:
@@ -294,13 +295,36 @@ class Trainer:
         check_int("dp size", dp, minimum=1, maximum=1024)
         spec = gate if isinstance(gate, GateSpec) else parse_gate(gate)
         if cfg.trace is not None:
-            return self._run(truncate(cfg.trace, budget), budget, spec, dp)
+            return self._run(self._rank_traces(budget, dp, None), budget, spec, dp)
         n = dp * self._samples_per_rank(budget)
         while True:
-            run = self._run(truncate(self.stream.take(n), budget), budget, spec, dp)
+            run = self._run(self._rank_traces(budget, dp, n), budget, spec, dp)
             if not run.stream_ended or n >= self.MAX_STREAM:
                 return run
             n = min(2 * n, self.MAX_STREAM)
+
+    def _rank_traces(self, budget: int, dp: int, n: int | None) -> list[Trace]:
+        """Each rank's trace: its DistributedSampler share of the first ``n`` samples of the stream (``n``
+        None: the config's fixed trace) truncated to ``budget``; or, with a loader_config, the whole
+        truncated trace for every rank (its order gives the share). Kept for the trainer's later runs:
+        a study runs dozens of gates on the same (budget, DP size) one after another, and the traces'
+        put rows (``Trace.put_rows``) are built once. Only the latest (budget, DP size)'s: a trainer's memory
+        stays about one stream's."""
+        key = (budget, dp, n)
+        if key not in self._traces:
+            if any(k[:2] != key[:2] for k in self._traces):
+                self._traces.clear()
+            whole = truncate(self.config.trace if n is None else self.stream.take(n), budget)
+            if len(whole) < dp:
+                raise ConfigError(f"the trace has {len(whole)} samples, fewer than dp size {dp}")
+            self._traces[key] = [whole] * dp if self.config.loader_config is not None else \
+                [shard(whole, r, dp) for r in range(dp)]
+        return self._traces[key]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_traces"] = {}           # a cache: an executor's process rebuilds what it runs
+        return state
 
     def _loader_order(self, dp: int, rank: int, n: int) -> LoaderOrder:
         """Rank ``rank``'s ``bridge.LoaderOrder`` over ``n`` samples, one for every run of this trainer: it keeps
@@ -312,27 +336,26 @@ class Trainer:
                                             cfg.estimates if lc.order == "balanced" else None)
         return self._orders[key]
 
-    def _run(self, trace: Trace, budget: int, spec: GateSpec, dp: int) -> TrainingRun:
+    def _run(self, traces: list[Trace], budget: int, spec: GateSpec, dp: int) -> TrainingRun:
         cfg = self.config
-        if len(trace) < dp:
-            raise ConfigError(f"the trace has {len(trace)} samples, fewer than dp size {dp}")
+        trace = traces[0]
         packer_cfg = PackerConfig(budget)
         gates = [spec.gate_for(budget) for _ in range(dp)]     # one per rank: a user gate may keep state
         if cfg.loader_config is not None:
             # dynbsz's own order for each rank (its DP share, order='balanced'), the trace's costs as durations
             model_cfg = LoaderModelConfig.for_loader(cfg.loader_config, sampler=False)
-            feeds = [RankFeed(trace, packer_cfg, gates[r], model_cfg, rank=r, track_memory=True,
+            feeds = [RankFeed(traces[r], packer_cfg, gates[r], model_cfg, rank=r, track_memory=True,
                               order_fn=self._loader_order(dp, r, len(trace))) for r in range(dp)]
         else:
-            feeds = [RankFeed(shard(trace, r, dp), packer_cfg, gates[r], cfg.workload.loader, rank=r,
+            feeds = [RankFeed(traces[r], packer_cfg, gates[r], cfg.workload.loader, rank=r,
                               packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
         return lockstep(feeds, cfg.step, budget=budget, gate=spec.label, horizon_s=cfg.horizon_s,
                         max_tokens=cfg.max_tokens, source_names=trace.source_names,
-                        source_of=trace.source, share_window=cfg.share_window)
+                        share_window=cfg.share_window)
 
 
 def lockstep(feeds: Sequence[RankFeed], step: StepModel, *, budget: int, gate: str, horizon_s: float | None,
-             max_tokens: int | None = None, source_names: tuple = ("text",), source_of: np.ndarray | None = None,
+             max_tokens: int | None = None, source_names: tuple = ("text",),
              share_window: int = 50) -> TrainingRun:
     """Drive one ``RankFeed`` per DP rank in lockstep until ``horizon_s`` or ``max_tokens``.
 
