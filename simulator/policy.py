@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from dynbsz.errors import ConfigError, check_int
@@ -134,6 +134,7 @@ class GateAdvice:
     best_fixed: dict                   # hour -> (label, mean tokens) on the advice streams
     candidates: dict                   # label -> {hour: mean tokens, the step in progress pro rata}
     runs: dict                         # label -> TrainingRun (the first advice stream)
+    pruned: dict = field(default_factory=dict)   # label -> the hour after which it could no longer win
 
 
 def _tokens(run: TrainingRun, hours: Sequence[float]) -> dict[str, int]:
@@ -193,7 +194,8 @@ def mean_per_key(tables: Sequence[dict[str, float]]) -> dict[str, float]:
 
 
 def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hours: Sequence[float],
-                sizes: Sequence[int] = FIXED_SEARCH, executor: Executor | None = None) -> GateAdvice:
+                sizes: Sequence[int] = FIXED_SEARCH, executor: Executor | None = None, *,
+                prune: bool = False) -> GateAdvice:
     """Choose a gate on the streams of ``trainer`` (one, or several: the mean over them): the fixed
     sizes, then ramps between the per-hour winners.
 
@@ -201,6 +203,12 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
     tokens with the step in progress counted pro rata (``_rate_tokens``);
     the highest score wins (ties: fixed before ramps, smaller before larger: the simpler gate).
     The runs of each of the two rounds go to ``executor`` together (default: one after another here).
+
+    ``prune``: the ramps run hour by hour in this process (no executor), and one whose ratio at an
+    hour already falls to the best fixed size's score or below is dropped there: its score (the
+    worst hour) can only be lower, and a ramp ties a fixed size only to lose to it. The choice and
+    its score are the same as without; ``candidates`` and ``runs`` then hold only the gates run to
+    the end, ``pruned`` the rest.
     """
     trainers = [trainer] if isinstance(trainer, Trainer) else list(trainer)
     if not trainers:
@@ -219,10 +227,29 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
     add([f"fixed:{n}" for n in sizes])
     best = best_by_hour(table, hours)
     # dynbsz's gate='auto' (the grid's maximin schedule for the budget) is a candidate too: a robust prior
-    add(ramp_candidates(best, sizes) + ["auto"])
+    ramps = ramp_candidates(best, sizes) + ["auto"]
+    pruned: dict[str, str] = {}
+    if prune:
+        if executor is not None:
+            raise ConfigError("advise_gate(prune=True) runs the ramps hour by hour in this process: pass no executor")
+        to_beat = max(worst_ratio(table[lab], best) for lab in table)
+        going = {lab: [t.start(budget, lab, dp) for t in trainers] for lab in ramps}
+        for h in sorted(hours)[:-1]:
+            k = hour_key(h)
+            for lab, started in list(going.items()):
+                tokens = _mean([r.advance(h * HOUR).tokens_at_rate_by(h * HOUR) for r in started])
+                if worst_ratio({k: tokens}, {k: best[k]}) <= to_beat:
+                    pruned[lab] = k
+                    del going[lab]
+        for lab, started in going.items():
+            each = [r.advance().result() for r in started]
+            runs[lab] = each[0]
+            table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
+    else:
+        add(ramps)
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
     score, _, label = max(scored)
-    return GateAdvice(label, score, best, table, runs)
+    return GateAdvice(label, score, best, table, runs, pruned)
 
 
 def _train(trainer: Trainer, budget: int, gate: str, dp: int) -> TrainingRun:
@@ -253,7 +280,7 @@ class PolicyStudy:
         cfg = self.config
         hours = cfg.hours
         advice = advise_gate([self.trainer(workload, s) for s in cfg.advice_seeds], budget, dp, hours,
-                             cfg.fixed_search)
+                             cfg.fixed_search, prune=True)
         rows = []
         table: dict[str, dict[str, float]] = {}
         reach: dict[str, float | None] = {}     # label -> time to cfg.max_tokens (None: not within the horizon)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -202,11 +202,7 @@ class TrainingRun:
         linearly between step ends (from 0 at the first step's start). ``tokens_by`` counts whole
         steps, so by hour 1, with 5-40 steps trained, it moves in jumps of 2-20%; a choice made on
         it follows where a stream's step ends fall, this one the rate."""
-        if not self.steps:
-            return 0.0
-        xs = np.concatenate([[self.first_step_s], self.step_end_s])
-        ys = np.concatenate([[0.0], np.cumsum(self.step_tokens, dtype=np.float64)])
-        return float(np.interp(t_s, xs, ys, left=0.0))
+        return rate_tokens_by(self.first_step_s, self.step_end_s, self.step_tokens, t_s)
 
     def time_to_tokens(self, tokens: int) -> float:
         """When the trained tokens first reached ``tokens`` (inf if never)."""
@@ -231,6 +227,16 @@ class TrainingRun:
             out["source_shares"] = self.source_shares
             out["source_share_drift"] = self.source_share_drift
         return out
+
+
+def rate_tokens_by(first_step_s: float, step_end_s: Sequence[float], step_tokens: Sequence[int], t_s: float) -> float:
+    """Trained tokens by ``t_s`` with the step in progress counted pro rata: the cumulative tokens interpolated
+    linearly between step ends, from 0 at the first step's start (0 with no step)."""
+    if not len(step_end_s):
+        return 0.0
+    xs = np.concatenate([[first_step_s], step_end_s])
+    ys = np.concatenate([[0.0], np.cumsum(np.asarray(step_tokens, dtype=np.int64), dtype=np.float64)])
+    return float(np.interp(t_s, xs, ys, left=0.0))
 
 
 def hour_key(h: float) -> str:
@@ -288,20 +294,16 @@ class Trainer:
             n = 4096
         return min(n, self.MAX_STREAM)
 
-    def run(self, budget: int, gate: str | GateSpec, dp: int, *,
-            gate_factory: Callable[[int], object] | None = None) -> TrainingRun:
-        cfg = self.config
+    def run(self, budget: int, gate: str | GateSpec, dp: int) -> TrainingRun:
+        return self.start(budget, gate, dp).advance().result()
+
+    def start(self, budget: int, gate: str | GateSpec, dp: int) -> "TrainerRun":
+        """The run of ``(budget, gate, dp)``, not yet advanced: ``TrainerRun.advance(t)`` runs it as far as asked."""
         check_int("budget", budget, minimum=1)
         check_int("dp size", dp, minimum=1, maximum=1024)
         spec = gate if isinstance(gate, GateSpec) else parse_gate(gate)
-        if cfg.trace is not None:
-            return self._run(self._rank_traces(budget, dp, None), budget, spec, dp)
-        n = dp * self._samples_per_rank(budget)
-        while True:
-            run = self._run(self._rank_traces(budget, dp, n), budget, spec, dp)
-            if not run.stream_ended or n >= self.MAX_STREAM:
-                return run
-            n = min(2 * n, self.MAX_STREAM)
+        n = None if self.config.trace is not None else dp * self._samples_per_rank(budget)
+        return TrainerRun(self, budget, spec, dp, n)
 
     def _rank_traces(self, budget: int, dp: int, n: int | None) -> list[Trace]:
         """Each rank's trace: its DistributedSampler share of the first ``n`` samples of the stream (``n``
@@ -336,8 +338,9 @@ class Trainer:
                                             cfg.estimates if lc.order == "balanced" else None)
         return self._orders[key]
 
-    def _run(self, traces: list[Trace], budget: int, spec: GateSpec, dp: int) -> TrainingRun:
+    def _lockstep(self, budget: int, spec: GateSpec, dp: int, n: int | None) -> "Lockstep":
         cfg = self.config
+        traces = self._rank_traces(budget, dp, n)
         trace = traces[0]
         packer_cfg = PackerConfig(budget)
         gates = [spec.gate_for(budget) for _ in range(dp)]     # one per rank: a user gate may keep state
@@ -349,83 +352,149 @@ class Trainer:
         else:
             feeds = [RankFeed(traces[r], packer_cfg, gates[r], cfg.workload.loader, rank=r,
                               packer_factory=GreedyPacker, track_memory=True) for r in range(dp)]
-        return lockstep(feeds, cfg.step, budget=budget, gate=spec.label, horizon_s=cfg.horizon_s,
-                        max_tokens=cfg.max_tokens, source_names=trace.source_names,
-                        share_window=cfg.share_window)
+        return Lockstep(feeds, cfg.step, budget=budget, gate=spec.label, horizon_s=cfg.horizon_s,
+                        max_tokens=cfg.max_tokens, source_names=trace.source_names, share_window=cfg.share_window)
+
+
+class TrainerRun:
+    """One ``Trainer`` run, advanced as far as asked (``Lockstep``). Where a rank's stream runs out before
+    the run's end, it starts again on a stream twice as long (up to ``Trainer.MAX_STREAM``), so what it
+    reports is what a run that had the longer stream from the start reports."""
+
+    def __init__(self, trainer: Trainer, budget: int, spec: GateSpec, dp: int, n: int | None):
+        self.trainer, self.budget, self.spec, self.dp, self.n = trainer, budget, spec, dp, n
+        self._steps = trainer._lockstep(budget, spec, dp, n)
+
+    @property
+    def done(self) -> bool:
+        return self._steps.done
+
+    def advance(self, until_s: float = math.inf) -> "TrainerRun":
+        """Run the steps up to the first that ends after ``until_s`` (default: to the end)."""
+        self._steps.advance(until_s)
+        while self._steps.stream_ended and self.n is not None and self.n < Trainer.MAX_STREAM:
+            self.n = min(2 * self.n, Trainer.MAX_STREAM)
+            self._steps = self.trainer._lockstep(self.budget, self.spec, self.dp, self.n).advance(until_s)
+        return self
+
+    def tokens_at_rate_by(self, t_s: float) -> float:
+        return self._steps.tokens_at_rate_by(t_s)
+
+    def result(self) -> TrainingRun:
+        return self._steps.result()
 
 
 def lockstep(feeds: Sequence[RankFeed], step: StepModel, *, budget: int, gate: str, horizon_s: float | None,
              max_tokens: int | None = None, source_names: tuple = ("text",),
              share_window: int = 50) -> TrainingRun:
-    """Drive one ``RankFeed`` per DP rank in lockstep until ``horizon_s`` or ``max_tokens``.
+    """Drive one ``RankFeed`` per DP rank in lockstep until ``horizon_s`` or ``max_tokens`` (``Lockstep``
+    to the end)."""
+    return Lockstep(feeds, step, budget=budget, gate=gate, horizon_s=horizon_s, max_tokens=max_tokens,
+                    source_names=source_names, share_window=share_window).advance().result()
+
+
+class Lockstep:
+    """One ``RankFeed`` per DP rank, driven in lockstep, as far as asked: ``advance(t)`` runs the steps
+    up to the first that ends after ``t``, so a caller can read a run's early hours and decide whether the
+    rest is worth simulating (``policy.advise_gate`` does); ``advance()`` runs it to its end.
 
     Step s starts at the latest data-ready time over ranks and ends after the slowest rank's
-    compute; a step that would end after ``horizon_s`` is not run. Each rank's time in
-    [step 0's start, last end] is data wait + wait for the other ranks + its own compute.
+    compute; a step that would end after ``horizon_s`` is not run, and the run ends there, at
+    ``max_tokens``, or when a rank's stream runs out. Each rank's time in [step 0's start, last
+    end] is data wait + wait for the other ranks + its own compute.
     """
-    dp = len(feeds)
-    ends: list[float] = []
-    toks: list[int] = []
-    fills: list[float] = []
-    sources: list[list[str]] = []
-    first_ready: list[float] = []
-    wait_data = np.zeros(dp)
-    wait_rank = np.zeros(dp)
-    prev_end = None
-    total = 0
-    ended = False
-    of = step.of
-    per_step = None
-    while True:
-        fed = [f.next_step() for f in feeds]
-        if any(s is None for s in fed):
-            ended = True
-            break
-        ready = [s.ready_s for s in fed]
-        comp = [sum(of(mb.tokens) for mb in s.micro_batches) for s in fed]
-        start = max(ready)
-        dur = max(comp)
-        end = start + dur
-        if horizon_s is not None and end > horizon_s:
-            break
-        if prev_end is None:
-            first_ready = ready
-            for r in range(dp):
-                wait_rank[r] += dur - comp[r]
-        else:
-            for r in range(dp):
-                wait_data[r] += ready[r] - prev_end
-                wait_rank[r] += (start - ready[r]) + (dur - comp[r])
-        step_tokens = sum(s.tokens for s in fed)
-        if per_step is None:
-            per_step = feeds[0].per_step
-        fills.append(step_tokens / (dp * budget * per_step))
-        if len(source_names) > 1:
-            sources.append([src for s in fed for mb in s.micro_batches for src in mb.sources])
-        ends.append(end)
-        toks.append(step_tokens)
-        total += step_tokens
-        for f in feeds:
-            f.finish_step(end)
-        prev_end = end
-        if max_tokens is not None and total >= max_tokens:
-            break
-    if not ends:
-        first = [f.t for f in feeds]
-        return TrainingRun(budget, dp, gate, np.zeros(0), np.zeros(0, np.int64), max(first), float(np.median(first)),
-                           0.0, 0.0, math.nan, *_peaks(feeds), stream_ended=ended, horizon_s=horizon_s,
-                           max_tokens=max_tokens)
-    start0 = max(first_ready)
-    span = dp * (ends[-1] - start0)
-    shares, drift = _share_drift(sources, source_names, share_window)
-    return TrainingRun(
-        budget, dp, gate, np.asarray(ends), np.asarray(toks, dtype=np.int64), first_step_s=float(start0),
-        first_step_p50_s=float(np.median(first_ready)),
-        stall_fraction=float(wait_data.sum() / span) if span > 0 else 0.0,
-        straggle_fraction=float(wait_rank.sum() / span) if span > 0 else 0.0,
-        steady_fill=float(np.mean(fills[1:])) if len(fills) > 1 else math.nan,
-        peak_buffer_samples=_peaks(feeds)[0], peak_buffer_tokens=_peaks(feeds)[1], source_shares=shares,
-        source_share_drift=drift, stream_ended=ended, horizon_s=horizon_s, max_tokens=max_tokens)
+
+    def __init__(self, feeds: Sequence[RankFeed], step: StepModel, *, budget: int, gate: str,
+                 horizon_s: float | None, max_tokens: int | None = None, source_names: tuple = ("text",),
+                 share_window: int = 50):
+        self.feeds, self.step, self.budget, self.gate = list(feeds), step, budget, gate
+        self.horizon_s, self.max_tokens = horizon_s, max_tokens
+        self.source_names, self.share_window = source_names, share_window
+        dp = len(self.feeds)
+        self.ends: list[float] = []
+        self.toks: list[int] = []
+        self._fills: list[float] = []
+        self._sources: list[list[str]] = []
+        self._first_ready: list[float] = []
+        self._wait_data = np.zeros(dp)
+        self._wait_rank = np.zeros(dp)
+        self._total = 0
+        self.done = False
+        self.stream_ended = False
+
+    def advance(self, until_s: float = math.inf) -> "Lockstep":
+        feeds, budget, horizon_s, max_tokens = self.feeds, self.budget, self.horizon_s, self.max_tokens
+        ends, toks, fills, sources = self.ends, self.toks, self._fills, self._sources
+        wait_data, wait_rank = self._wait_data, self._wait_rank
+        dp = len(feeds)
+        of = self.step.of
+        per_step = feeds[0].per_step
+        mixed = len(self.source_names) > 1
+        total = self._total
+        while not self.done and (not ends or ends[-1] <= until_s):
+            fed = [f.next_step() for f in feeds]
+            if any(s is None for s in fed):
+                self.done = self.stream_ended = True
+                break
+            ready = [s.ready_s for s in fed]
+            comp = [sum(of(mb.tokens) for mb in s.micro_batches) for s in fed]
+            start = max(ready)
+            dur = max(comp)
+            end = start + dur
+            if horizon_s is not None and end > horizon_s:
+                self.done = True
+                break
+            if not ends:
+                self._first_ready = ready
+                for r in range(dp):
+                    wait_rank[r] += dur - comp[r]
+            else:
+                prev_end = ends[-1]
+                for r in range(dp):
+                    wait_data[r] += ready[r] - prev_end
+                    wait_rank[r] += (start - ready[r]) + (dur - comp[r])
+            step_tokens = sum(s.tokens for s in fed)
+            fills.append(step_tokens / (dp * budget * per_step))
+            if mixed:
+                sources.append([src for s in fed for mb in s.micro_batches for src in mb.sources])
+            ends.append(end)
+            toks.append(step_tokens)
+            total += step_tokens
+            for f in feeds:
+                f.finish_step(end)
+            if max_tokens is not None and total >= max_tokens:
+                self.done = True
+        self._total = total
+        return self
+
+    def tokens_at_rate_by(self, t_s: float) -> float:
+        """``TrainingRun.tokens_at_rate_by`` on the steps run so far: exact once a step has ended after ``t_s``
+        (``advance(t_s)``) or the run is done."""
+        return rate_tokens_by(max(self._first_ready) if self.ends else 0.0, self.ends, self.toks, t_s)
+
+    def result(self) -> TrainingRun:
+        """The run so far as a ``TrainingRun`` (the whole run once ``done``)."""
+        feeds, ends, dp = self.feeds, self.ends, len(self.feeds)
+        budget, gate, horizon_s, max_tokens = self.budget, self.gate, self.horizon_s, self.max_tokens
+        ended = self.stream_ended
+        if not ends:
+            first = [f.t for f in feeds]
+            return TrainingRun(budget, dp, gate, np.zeros(0), np.zeros(0, np.int64), max(first),
+                               float(np.median(first)), 0.0, 0.0, math.nan, *_peaks(feeds), stream_ended=ended,
+                               horizon_s=horizon_s, max_tokens=max_tokens)
+        first_ready, fills = self._first_ready, self._fills
+        start0 = max(first_ready)
+        span = dp * (ends[-1] - start0)
+        shares, drift = _share_drift(self._sources, self.source_names, self.share_window)
+        peaks = _peaks(feeds)
+        return TrainingRun(
+            budget, dp, gate, np.asarray(ends), np.asarray(self.toks, dtype=np.int64), first_step_s=float(start0),
+            first_step_p50_s=float(np.median(first_ready)),
+            stall_fraction=float(self._wait_data.sum() / span) if span > 0 else 0.0,
+            straggle_fraction=float(self._wait_rank.sum() / span) if span > 0 else 0.0,
+            steady_fill=float(np.mean(fills[1:])) if len(fills) > 1 else math.nan,
+            peak_buffer_samples=peaks[0], peak_buffer_tokens=peaks[1], source_shares=shares,
+            source_share_drift=drift, stream_ended=ended, horizon_s=horizon_s, max_tokens=max_tokens)
 
 
 def _peaks(feeds: Sequence[RankFeed]) -> tuple[int, int]:

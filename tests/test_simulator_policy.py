@@ -11,6 +11,7 @@ from dynbsz.errors import ConfigError
 from dynbsz.gates import WarmupRampGate, auto_gate
 from simulator.cli import main
 from simulator.gatespec import gate_label, parse_gate
+from simulator.executors import SerialExecutor
 from simulator.policy import ADVICE_SEED_OFFSET, PolicyConfig, PolicyStudy, advise_gate, best_by_hour, worst_ratio
 from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig, time_to_mean_tokens
 
@@ -279,3 +280,49 @@ def test_a_point_runs_each_gate_once_per_scored_stream(monkeypatch):
     advised = next(r for r in rows if r["kind"] == "advised")
     same = next(r for r in rows if r["gate"] == entry["advised_gate"])
     assert advised["tokens_by_hour"] == same["tokens_by_hour"] and advised["steps"] == same["steps"]
+
+
+@pytest.mark.parametrize("workload, budget, dp", [("seed", 512 * K, 1), ("mix", 128 * K, 2), ("seed_8w", 1024 * K, 1)])
+def test_pruned_advice_is_the_full_search_advice(workload, budget, dp):
+    hours = (0.5, 1.0, 3.0)
+
+    def trainers():
+        return [Trainer(TrainingConfig(workload=TRAINING_WORKLOADS[workload], seed=s, horizon_s=3 * 3600.0))
+                for s in (1022, 1023)]
+
+    full = advise_gate(trainers(), budget, dp, hours, (2, 4, 8, 24, 200))
+    fast = advise_gate(trainers(), budget, dp, hours, (2, 4, 8, 24, 200), prune=True)
+    assert (fast.label, fast.score, fast.best_fixed) == (full.label, full.score, full.best_fixed)
+    assert set(fast.candidates) | set(fast.pruned) == set(full.candidates)
+    assert not set(fast.candidates) & set(fast.pruned)
+    to_beat = max(worst_ratio(full.candidates[f"fixed:{n}"], full.best_fixed) for n in (2, 4, 8, 24, 200))
+    for lab, hour in fast.pruned.items():
+        # dropped at an hour where it already could not beat the best fixed size; and it could not have
+        assert hour in ("0.5", "1")
+        assert full.candidates[lab][hour] / full.best_fixed[hour][1] <= to_beat
+        assert worst_ratio(full.candidates[lab], full.best_fixed) <= to_beat
+    for lab in fast.candidates:
+        assert fast.candidates[lab] == full.candidates[lab]
+
+
+def test_some_advice_is_pruned_and_prune_refuses_an_executor():
+    trainer = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["mix"], seed=1022, horizon_s=3 * 3600.0))
+    fast = advise_gate(trainer, 128 * K, 2, (0.5, 1.0, 3.0), (2, 4, 8, 24, 200), prune=True)
+    assert fast.pruned      # else the tests above compare nothing that pruning changed
+    with pytest.raises(ConfigError, match="prune=True"):
+        advise_gate(trainer, 128 * K, 2, (1.0, 3.0), (4, 8), SerialExecutor(), prune=True)
+
+
+def test_a_run_advanced_in_pieces_is_the_run_in_one_go():
+    trainer = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["mix"], seed=5, horizon_s=2 * 3600.0))
+    whole = trainer.run(256 * K, "fixed:8", 2)
+    started = trainer.start(256 * K, "fixed:8", 2)
+    for t in (0.0, 600.0, 601.0, 3600.0):
+        started.advance(t)
+        assert not started.done and started.result().step_end_s[-1] > t
+        assert started.tokens_at_rate_by(t) == whole.tokens_at_rate_by(t)
+    pieces = started.advance().result()
+    assert started.done
+    assert pieces.summary((1.0, 2.0)) == whole.summary((1.0, 2.0))
+    assert pieces.step_end_s.tolist() == whole.step_end_s.tolist()
+    assert pieces.step_tokens.tolist() == whole.step_tokens.tolist()
