@@ -10,8 +10,8 @@ import pytest
 from dynbsz.errors import ConfigError
 from dynbsz.gates import WarmupRampGate, auto_gate
 from simulator.cli import main
-from simulator.gatespec import gate_label, parse_gate
 from simulator.executors import SerialExecutor
+from simulator.gatespec import gate_label, parse_gate
 from simulator.policy import ADVICE_SEED_OFFSET, PolicyConfig, PolicyStudy, advise_gate, best_by_hour, worst_ratio
 from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig, time_to_mean_tokens
 
