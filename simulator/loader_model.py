@@ -163,11 +163,8 @@ class LoaderModel:
         self.rb = config.reorder_buffer
         self._rb_seq = Sequencer(())   # the epoch's, once start_epoch builds it (peak 0 before)
         self.in_order = config.in_order and not self.rb   # torch's own mode: out of order behind a reorder buffer
-        # Map-style in order (§1.5): the next hand-out is always the oldest task in flight, at the later
-        # of the request and its arrival, and every worker stays active; so no event needs ordering,
-        # and the tasks' arrivals are read off their records instead of a heap (the same floats: the
-        # hand-out's time is one of the two, as the heap's clock would make it).
         self.iterable = config.dataset == "iterable"
+        # map-style in order: hand-outs are timed off the task records, without the heap (take())
         self._direct = self.in_order and not self.iterable and nw > 0
         self.latency = config.result_latency_s
         self.free = [start] * nw          # when each worker finishes what it was given
@@ -286,6 +283,7 @@ class LoaderModel:
             self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
         self._seqs.append(seq)
         self._seq_lists.append(seq.tolist())
+        self._rows = self._seq_lists[-1]
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
             self._put(now)
@@ -348,7 +346,17 @@ class LoaderModel:
         start = free[w] if free[w] > now else now
         fin = start + cost
         free[w] = fin
-        self._record_task(w, b, lo, hi, tok, kind, now, start, fin)
+        # _record_task, written out: this runs once per task, a million times in a large study
+        self._tw.append(w)
+        self._tb.append(b)
+        self._tlo.append(lo)
+        self._thi.append(hi)
+        self._ttok.append(tok)
+        self._tkind.append(kind)
+        self._tstate.append(INFLIGHT)
+        self._tdisp.append(now)
+        self._tstart.append(start)
+        self._tfin.append(fin)
         if not self._direct:
             self.q.push(fin + self.latency, k)
 
@@ -374,11 +382,11 @@ class LoaderModel:
         """
         if not self.in_epoch:
             raise RuntimeError("next() outside an epoch: call start_epoch() first")
+        if self._direct:
+            return None if self.take(t) is None else len(self._hk) - 1
         self.q.move_to(t, "the consumer asked for a batch")
         if self.nw == 0:
             return self._next_sync(t)
-        if self._direct:
-            return self._next_direct(t)
         if self.rb:
             return self._next_reordered(t)
         state, tw, kind, active = self._tstate, self._tw, self._tkind, self._active
@@ -428,24 +436,6 @@ class LoaderModel:
             state[k] = DONE
             self._rcvd = rcvd + 1
             return self._process(k, t)
-
-    def _next_direct(self, t: float) -> int | None:
-        """``next()`` of a map-style dataset in order: task ``rcvd`` is handed out at the later of ``t`` and its
-        arrival (the clock is at ``t`` already), then a task is dispatched, as ``_process`` does."""
-        k = self._rcvd
-        if k == self._send:                 # the sampler is exhausted and every task handed out
-            self._end_epoch()
-            return None
-        self._rcvd = k + 1
-        self._tstate[k] = DONE
-        now = self.q.advance(self._tfin[k] + self.latency)
-        self._ntask[self._tw[k]] -= 1
-        self._put(now)
-        self._hk.append(k)
-        self._hreq.append(t)
-        self._ht.append(now)
-        self._hepoch.append(self.epoch)
-        return len(self._hk) - 1
 
     def _next_reordered(self, t: float) -> int | None:
         """``next()`` behind a reorder buffer: torch hands out in arrival order, the sequencer releases in
@@ -517,6 +507,37 @@ class LoaderModel:
 
     def handout_time(self, r: int) -> float:
         return self._ht[r]
+
+    def take(self, t: float) -> tuple[float, list[int]] | None:
+        """``next(t)`` and ``handout`` in one call, as a fetch loop asks: when the batch asked for at ``t``
+        was handed out, and its trace rows; None at the epoch's end.
+
+        A map-style dataset in order (§1.5) is handed out here, in one frame, since this runs once per
+        fetched item (a million times in a large study): the next hand-out is always the oldest task
+        in flight, at the later of the request and its arrival, and every worker stays active; so
+        no event needs ordering, and the arrival is read off the task's record instead of a heap
+        (the same float: the hand-out's time is one of the two, as the heap's clock would make it).
+        """
+        if not self._direct or not self.in_epoch:
+            r = self.next(t)
+            return None if r is None else self.handout(r)
+        q = self.q
+        q.move_to(t, "the consumer asked for a batch")
+        k = self._rcvd
+        if k == self._send:
+            self._end_epoch()
+            return None
+        self._rcvd = k + 1
+        self._tstate[k] = DONE
+        now = q.advance(self._tfin[k] + self.latency)
+        self._ntask[self._tw[k]] -= 1
+        self._put(now)
+        self._hk.append(k)
+        self._hreq.append(t)
+        self._ht.append(now)
+        self._hepoch.append(self.epoch)
+        base = self._seq_base - len(self._rows)    # the current epoch's rows: k is one of its tasks
+        return now, self._rows[self._tlo[k] - base:self._thi[k] - base]
 
     def handout(self, r: int) -> tuple[float, list[int]]:
         """When hand-out ``r`` happened and its trace rows. One call, and the rows a list, because the
