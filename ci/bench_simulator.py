@@ -18,6 +18,11 @@ Prints one JSON report:
 * ``full_study`` (with ``--full``): the whole default cold-start table.
 * ``policy_grid`` (with ``--policy-grid``): the whole default ``simulator policy`` grid (60 points) on
   ``processes:2``, wall and CPU seconds (this process and its workers); issue 27's goal: 180 CPU-s.
+  With ``--baseline REF`` (a git commit) instead: ``python -m simulator policy --json`` run as the CLI
+  runs it, by this checkout and by REF's files (``git archive``, in a temporary directory), one after
+  the other, each's wall and CPU seconds, their ratios, and whether the two JSON documents are
+  identical (all but the ``seconds`` field); ``--policy-args`` narrows the grid of both
+  (e.g. ``"--budgets 128K,1M --dp 1,2"``).
 
 Inputs (traces) are built before the clock starts; each figure is the best of ``--repeat`` runs.
 """
@@ -28,8 +33,12 @@ import argparse
 import json
 import os
 import platform
+import shlex
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from ci.cpu import cpu_seconds
 from dynbsz import FixedGate, PackerConfig
@@ -53,6 +62,38 @@ def best(fn, repeat: int):
     return min(times), out
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _policy_cli(cwd: Path, extra: list[str]) -> tuple[float, float, dict]:
+    """``python -m simulator policy --json`` with ``cwd``'s packages first on the path: wall, CPU, the document."""
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "simulator", "policy", "--json", "--no-progress", *extra], cwd=cwd,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(cwd)})
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    if out.returncode:
+        raise SystemExit(f"policy in {cwd} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    doc = json.loads(out.stdout)
+    doc.pop("seconds", None)
+    return wall, cpu, doc
+
+
+def policy_vs_baseline(ref: str, extra: list[str]) -> dict:
+    """The policy grid by this checkout and by commit ``ref``, one after the other on the same machine."""
+    with tempfile.TemporaryDirectory() as d:
+        archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, capture_output=True)
+        if archive.returncode:
+            raise SystemExit(f"git archive {ref}: {archive.stderr.decode()[-500:]}")
+        subprocess.run(["tar", "-x", "-C", d], input=archive.stdout, check=True)
+        base_wall, base_cpu, base_doc = _policy_cli(Path(d), extra)
+        wall, cpu, doc = _policy_cli(ROOT, extra)
+    return {"benchmark": "simulator policy, this checkout vs a baseline commit", "python": platform.python_version(),
+            "cpus": os.cpu_count(), "policy_args": extra, "baseline": ref,
+            "baseline_wall_s": base_wall, "baseline_cpu_s": base_cpu, "wall_s": wall, "cpu_s": cpu,
+            "cpu_ratio": base_cpu / cpu, "wall_ratio": base_wall / wall, "identical_json": doc == base_doc,
+            "goal_cpu_s": 180.0 if not extra else None}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ci.bench_simulator", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -60,7 +101,17 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="also time the whole default cold-start table")
     ap.add_argument("--policy-grid", action="store_true",
                     help="also time the whole default policy grid (about 10-25 CPU-minutes)")
+    ap.add_argument("--baseline", metavar="REF",
+                    help="with --policy-grid: run the policy CLI of this checkout and of git commit REF, side by side")
+    ap.add_argument("--policy-args", default="", metavar="ARGS",
+                    help="with --baseline: options for both policy runs, e.g. '--budgets 128K,1M --dp 1,2'")
     args = ap.parse_args(argv)
+    if args.baseline and not args.policy_grid:
+        ap.error("--baseline REF compares policy grids: add --policy-grid")
+    if args.policy_grid and args.baseline:
+        json.dump(policy_vs_baseline(args.baseline, shlex.split(args.policy_args)), sys.stdout, indent=1)
+        print()
+        return 0
     report: dict = {"benchmark": "simulator", "python": platform.python_version(), "cpus": os.cpu_count(),
                     "repeat": args.repeat}
 
