@@ -297,51 +297,64 @@ class LoaderModel:
 
     def _put(self, now: float) -> None:
         # ``now``, the clock, from the caller (which has read it already): this runs once per task
-        pause = False
-        if not self.iterable:
+        if self._direct:
+            # map-style in order: every worker stays active, so the next in the cycle takes the next batch
             b = self._next_b
             if b >= self._nb:
                 return                      # sampler exhausted: nothing dispatched
-            pause = self.rb and self._rb_seq.held >= self.rb   # buffer full: a pause, the batch stays next
-            if not pause:
-                self._next_b = b + 1
-        nw, active, ntask = self.nw, self._active, self._ntask
-        cyc = self._cyc
-        in_order = self.in_order
-        cap = self.max_tasks // self._n_active if self._n_active else 0
-        for _ in range(nw):
-            w = cyc
-            cyc += 1
-            if cyc == nw:
-                cyc = 0
-            if active[w] and (in_order or ntask[w] < cap):
-                break
-        else:
-            self._cyc = cyc
-            if not pause:
-                self.dropped += 1           # the index was taken from the sampler and is lost
-            return
-        self._cyc = cyc
-        k = self._send
-        self._send = k + 1
-        ntask[w] += 1
-        if self.iterable:
-            if self._ended[w]:
-                # Queued behind this worker's StopIteration: ignored, never answered (a phantom).
-                self._record_task(w, -1, 0, 0, 0, PHANTOM, now, now, now)
-                return
-            j = self._wj[w]
-            lo_l, hi_l, cost_l, tok_l = self._wb[w]
-            if j < len(lo_l):
-                self._wj[w] = j + 1
-                kind, b, lo, hi, cost, tok = DATA, j, lo_l[j], hi_l[j], cost_l[j], tok_l[j]
-            else:
-                self._ended[w] = True
-                kind, b, lo, hi, cost, tok = STOP, -1, 0, 0, self.cfg.task_overhead_s, 0
-        elif pause:
-            kind, b, lo, hi, cost, tok = PAUSE, -1, 0, 0, self.cfg.pause_s + self.cfg.task_overhead_s, 0
-        else:
+            self._next_b = b + 1
+            w = self._cyc
+            self._cyc = w + 1 if w + 1 < self.nw else 0
+            k = self._send
+            self._send = k + 1
+            self._ntask[w] += 1
             kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
+        else:
+            pause = False
+            if not self.iterable:
+                b = self._next_b
+                if b >= self._nb:
+                    return                      # sampler exhausted: nothing dispatched
+                pause = self.rb and self._rb_seq.held >= self.rb   # buffer full: a pause, the batch stays next
+                if not pause:
+                    self._next_b = b + 1
+            nw, active, ntask = self.nw, self._active, self._ntask
+            cyc = self._cyc
+            in_order = self.in_order
+            cap = self.max_tasks // self._n_active if self._n_active else 0
+            for _ in range(nw):
+                w = cyc
+                cyc += 1
+                if cyc == nw:
+                    cyc = 0
+                if active[w] and (in_order or ntask[w] < cap):
+                    break
+            else:
+                self._cyc = cyc
+                if not pause:
+                    self.dropped += 1           # the index was taken from the sampler and is lost
+                return
+            self._cyc = cyc
+            k = self._send
+            self._send = k + 1
+            ntask[w] += 1
+            if self.iterable:
+                if self._ended[w]:
+                    # Queued behind this worker's StopIteration: ignored, never answered (a phantom).
+                    self._record_task(w, -1, 0, 0, 0, PHANTOM, now, now, now)
+                    return
+                j = self._wj[w]
+                lo_l, hi_l, cost_l, tok_l = self._wb[w]
+                if j < len(lo_l):
+                    self._wj[w] = j + 1
+                    kind, b, lo, hi, cost, tok = DATA, j, lo_l[j], hi_l[j], cost_l[j], tok_l[j]
+                else:
+                    self._ended[w] = True
+                    kind, b, lo, hi, cost, tok = STOP, -1, 0, 0, self.cfg.task_overhead_s, 0
+            elif pause:
+                kind, b, lo, hi, cost, tok = PAUSE, -1, 0, 0, self.cfg.pause_s + self.cfg.task_overhead_s, 0
+            else:
+                kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
         free = self.free
         start = free[w] if free[w] > now else now
         fin = start + cost
