@@ -359,17 +359,7 @@ class LoaderModel:
         start = free[w] if free[w] > now else now
         fin = start + cost
         free[w] = fin
-        # _record_task, written out: this runs once per task, a million times in a large study
-        self._tw.append(w)
-        self._tb.append(b)
-        self._tlo.append(lo)
-        self._thi.append(hi)
-        self._ttok.append(tok)
-        self._tkind.append(kind)
-        self._tstate.append(INFLIGHT)
-        self._tdisp.append(now)
-        self._tstart.append(start)
-        self._tfin.append(fin)
+        self._record_task(w, b, lo, hi, tok, kind, now, start, fin)
         if not self._direct:
             self.q.push(fin + self.latency, k)
 
