@@ -122,11 +122,11 @@ class RankFeed:
         # item (a million times in a large study), so the put arguments are built once per feed
         # and the model's methods are bound once per epoch.
         model, packer, get = self.model, self.packer, self._samples.__getitem__
-        take = model.take
+        nxt, handout = model.next, model.handout
         track = self.track_memory
         model.start_epoch(self.t)
-        while (got := take(self.t)) is not None:
-            self.t, rows = got
+        while (r := nxt(self.t)) is not None:
+            self.t, rows = handout(r)
             self.fetched += len(rows)
             if track:
                 self._mem_samples.append(packer.num_samples)

@@ -164,7 +164,7 @@ class LoaderModel:
         self._rb_seq = Sequencer(())   # the epoch's, once start_epoch builds it (peak 0 before)
         self.in_order = config.in_order and not self.rb   # torch's own mode: out of order behind a reorder buffer
         self.iterable = config.dataset == "iterable"
-        # map-style in order: hand-outs are timed off the task records, without the heap (take())
+        # map-style in order: hand-outs are timed off the task records, without the heap (_next_direct)
         self._direct = self.in_order and not self.iterable and nw > 0
         self.latency = config.result_latency_s
         self.free = [start] * nw          # when each worker finishes what it was given
@@ -283,7 +283,6 @@ class LoaderModel:
             self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
         self._seqs.append(seq)
         self._seq_lists.append(seq.tolist())
-        self._rows = self._seq_lists[-1]
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
             self._put(now)
@@ -297,64 +296,51 @@ class LoaderModel:
 
     def _put(self, now: float) -> None:
         # ``now``, the clock, from the caller (which has read it already): this runs once per task
-        if self._direct:
-            # map-style in order: every worker stays active, so the next in the cycle takes the next batch
+        pause = False
+        if not self.iterable:
             b = self._next_b
             if b >= self._nb:
                 return                      # sampler exhausted: nothing dispatched
-            self._next_b = b + 1
-            w = self._cyc
-            self._cyc = w + 1 if w + 1 < self.nw else 0
-            k = self._send
-            self._send = k + 1
-            self._ntask[w] += 1
-            kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
+            pause = self.rb and self._rb_seq.held >= self.rb   # buffer full: a pause, the batch stays next
+            if not pause:
+                self._next_b = b + 1
+        nw, active, ntask = self.nw, self._active, self._ntask
+        cyc = self._cyc
+        in_order = self.in_order
+        cap = self.max_tasks // self._n_active if self._n_active else 0
+        for _ in range(nw):
+            w = cyc
+            cyc += 1
+            if cyc == nw:
+                cyc = 0
+            if active[w] and (in_order or ntask[w] < cap):
+                break
         else:
-            pause = False
-            if not self.iterable:
-                b = self._next_b
-                if b >= self._nb:
-                    return                      # sampler exhausted: nothing dispatched
-                pause = self.rb and self._rb_seq.held >= self.rb   # buffer full: a pause, the batch stays next
-                if not pause:
-                    self._next_b = b + 1
-            nw, active, ntask = self.nw, self._active, self._ntask
-            cyc = self._cyc
-            in_order = self.in_order
-            cap = self.max_tasks // self._n_active if self._n_active else 0
-            for _ in range(nw):
-                w = cyc
-                cyc += 1
-                if cyc == nw:
-                    cyc = 0
-                if active[w] and (in_order or ntask[w] < cap):
-                    break
-            else:
-                self._cyc = cyc
-                if not pause:
-                    self.dropped += 1           # the index was taken from the sampler and is lost
-                return
             self._cyc = cyc
-            k = self._send
-            self._send = k + 1
-            ntask[w] += 1
-            if self.iterable:
-                if self._ended[w]:
-                    # Queued behind this worker's StopIteration: ignored, never answered (a phantom).
-                    self._record_task(w, -1, 0, 0, 0, PHANTOM, now, now, now)
-                    return
-                j = self._wj[w]
-                lo_l, hi_l, cost_l, tok_l = self._wb[w]
-                if j < len(lo_l):
-                    self._wj[w] = j + 1
-                    kind, b, lo, hi, cost, tok = DATA, j, lo_l[j], hi_l[j], cost_l[j], tok_l[j]
-                else:
-                    self._ended[w] = True
-                    kind, b, lo, hi, cost, tok = STOP, -1, 0, 0, self.cfg.task_overhead_s, 0
-            elif pause:
-                kind, b, lo, hi, cost, tok = PAUSE, -1, 0, 0, self.cfg.pause_s + self.cfg.task_overhead_s, 0
+            if not pause:
+                self.dropped += 1           # the index was taken from the sampler and is lost
+            return
+        self._cyc = cyc
+        k = self._send
+        self._send = k + 1
+        ntask[w] += 1
+        if self.iterable:
+            if self._ended[w]:
+                # Queued behind this worker's StopIteration: ignored, never answered (a phantom).
+                self._record_task(w, -1, 0, 0, 0, PHANTOM, now, now, now)
+                return
+            j = self._wj[w]
+            lo_l, hi_l, cost_l, tok_l = self._wb[w]
+            if j < len(lo_l):
+                self._wj[w] = j + 1
+                kind, b, lo, hi, cost, tok = DATA, j, lo_l[j], hi_l[j], cost_l[j], tok_l[j]
             else:
-                kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
+                self._ended[w] = True
+                kind, b, lo, hi, cost, tok = STOP, -1, 0, 0, self.cfg.task_overhead_s, 0
+        elif pause:
+            kind, b, lo, hi, cost, tok = PAUSE, -1, 0, 0, self.cfg.pause_s + self.cfg.task_overhead_s, 0
+        else:
+            kind, lo, hi, cost, tok = DATA, self._blo[b], self._bhi[b], self._bcost[b], self._btok[b]
         free = self.free
         start = free[w] if free[w] > now else now
         fin = start + cost
@@ -385,11 +371,11 @@ class LoaderModel:
         """
         if not self.in_epoch:
             raise RuntimeError("next() outside an epoch: call start_epoch() first")
-        if self._direct:
-            return None if self.take(t) is None else len(self._hk) - 1
         self.q.move_to(t, "the consumer asked for a batch")
         if self.nw == 0:
             return self._next_sync(t)
+        if self._direct:
+            return self._next_direct(t)
         if self.rb:
             return self._next_reordered(t)
         state, tw, kind, active = self._tstate, self._tw, self._tkind, self._active
@@ -439,6 +425,20 @@ class LoaderModel:
             state[k] = DONE
             self._rcvd = rcvd + 1
             return self._process(k, t)
+
+    def _next_direct(self, t: float) -> int | None:
+        """``next()`` of a map-style dataset in order (§1.5): the next hand-out is always the oldest task in
+        flight, at the later of the request (the clock is there already) and its arrival, and every worker
+        stays active; so no event needs ordering, and the arrival is read off the task's record instead of
+        a heap (the same float: the hand-out's time is one of the two, as the heap's clock would make it)."""
+        k = self._rcvd
+        if k == self._send:                 # the sampler is exhausted and every task handed out
+            self._end_epoch()
+            return None
+        self._rcvd = k + 1
+        self._tstate[k] = DONE
+        self.q.advance(self._tfin[k] + self.latency)
+        return self._process(k, t)
 
     def _next_reordered(self, t: float) -> int | None:
         """``next()`` behind a reorder buffer: torch hands out in arrival order, the sequencer releases in
@@ -510,37 +510,6 @@ class LoaderModel:
 
     def handout_time(self, r: int) -> float:
         return self._ht[r]
-
-    def take(self, t: float) -> tuple[float, list[int]] | None:
-        """``next(t)`` and ``handout`` in one call, as a fetch loop asks: when the batch asked for at ``t``
-        was handed out, and its trace rows; None at the epoch's end.
-
-        A map-style dataset in order (§1.5) is handed out here, in one frame, since this runs once per
-        fetched item (a million times in a large study): the next hand-out is always the oldest task
-        in flight, at the later of the request and its arrival, and every worker stays active; so
-        no event needs ordering, and the arrival is read off the task's record instead of a heap
-        (the same float: the hand-out's time is one of the two, as the heap's clock would make it).
-        """
-        if not self._direct or not self.in_epoch:
-            r = self.next(t)
-            return None if r is None else self.handout(r)
-        q = self.q
-        q.move_to(t, "the consumer asked for a batch")
-        k = self._rcvd
-        if k == self._send:
-            self._end_epoch()
-            return None
-        self._rcvd = k + 1
-        self._tstate[k] = DONE
-        now = q.advance(self._tfin[k] + self.latency)
-        self._ntask[self._tw[k]] -= 1
-        self._put(now)
-        self._hk.append(k)
-        self._hreq.append(t)
-        self._ht.append(now)
-        self._hepoch.append(self.epoch)
-        base = self._seq_base - len(self._rows)    # the current epoch's rows: k is one of its tasks
-        return now, self._rows[self._tlo[k] - base:self._thi[k] - base]
 
     def handout(self, r: int) -> tuple[float, list[int]]:
         """When hand-out ``r`` happened and its trace rows. One call, and the rows a list, because the

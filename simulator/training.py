@@ -444,9 +444,8 @@ class Lockstep:
             for s in fed:      # each micro-batch's compute and tokens, read once
                 c = 0
                 for mb in s.micro_batches:
-                    lengths = mb.tokens
-                    c += of(lengths)
-                    step_tokens += sum(lengths)
+                    c += of(mb.tokens)
+                    step_tokens += mb.total_tokens
                 comp.append(c)
             start = max(ready)
             dur = max(comp)

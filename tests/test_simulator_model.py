@@ -259,7 +259,7 @@ def test_no_event_happens_before_its_cause(sc):
 
 class _HeapModel(LoaderModel):
     """The model with every result ordered through the event queue, as in_order=False and iterable
-    datasets are: the reference its map-style in-order shortcut (``LoaderModel.take``) must match."""
+    datasets are: the reference its map-style in-order shortcut (``LoaderModel._next_direct``) must match."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -270,8 +270,8 @@ def _consume(model, trace, step, epochs):
     t = 0.0
     for _ in range(epochs):
         model.start_epoch(t)
-        while (got := model.take(t)) is not None:
-            handed, rows = got
+        while (r := model.next(t)) is not None:
+            handed, rows = model.handout(r)
             t = handed + step.of(int(trace.tokens[rows].sum()))
             yield model.in_flight(), handed, rows
         t = max(t, model.q.now)
