@@ -79,3 +79,30 @@ def test_bench_epoch_start_reports_both_orders_against_the_whole_stream_peer(cap
     # Allocations, not time: the peer holds every key of the epoch, the lazy sequencer a window.
     sampler = rows["sampler order"]
     assert sampler["peak_bytes"] < sampler["peer_peak_bytes"]
+
+
+def test_bench_floor_replays_each_run_and_refuses_a_replay_that_cuts_otherwise():
+    import pytest
+
+    from ci.bench_floor import measure, recording_runs, replay
+    from simulator import training
+    from simulator.policy import PolicyConfig
+    from simulator.training import TRAINING_WORKLOADS, Trainer, TrainingConfig
+
+    budget = 512 * 1024
+    original = training.Lockstep.advance
+    rec = {"runs": {}, "recording_s": 0.0}
+    with recording_runs(rec):
+        Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed_8w"], horizon_s=3600.0)).run(budget, "fixed:2", 2)
+    assert training.Lockstep.advance is original            # the recording is undone on exit
+    ((gate, b, ranks),) = rec["runs"].values()
+    seconds, puts, cuts = replay(gate, b, ranks)
+    assert seconds > 0 and cuts == sum(g for _, _, g in ranks) > 0 and puts > cuts
+    with pytest.raises(RuntimeError, match="the replay cut"):
+        replay("fixed:200", b, ranks)                       # another gate cuts less in the same hour
+
+    report = measure(PolicyConfig(budgets=(budget,), dp_sizes=(1,), workloads=("seed",), hours=(1.0,),
+                                  fixed_search=(4, 24), gates=("fixed:200",), streams=1))
+    (point,) = report["points"]
+    assert point["runs"] >= 4 and point["cuts"] > 0 and point["samples_put"] >= point["cuts"]
+    assert 0 < report["dynbsz_cpu_s"] and 0 < report["dynbsz_share"] < 1

@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text()
 # Written from the repository's layout, not from docs_site's walk: every CLI a user can run.
 KNOWN_CLIS = {"dynbsz", "simulator", "properties", "studies.veomni", "ci.gpu_job", "ci.flips",
               "ci.rejudge", "ci.bench_simulator", "ci.bench_advise", "ci.bench_epoch_start", "ci.tutorials",
-              "ci.library_tests", "ci.bench_fuzz"}
+              "ci.library_tests", "ci.bench_fuzz", "ci.bench_floor"}
 
 
 def test_readme_fits_in_10_kb():
