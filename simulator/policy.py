@@ -233,18 +233,21 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
         if executor is not None:
             raise ConfigError("advise_gate(prune=True) runs the ramps hour by hour in this process: pass no executor")
         to_beat = max(worst_ratio(table[lab], best) for lab in table)
-        going = {lab: [t.start(budget, lab, dp) for t in trainers] for lab in ramps}
-        for h in sorted(hours)[:-1]:
-            k = hour_key(h)
-            for lab, started in list(going.items()):
+        # One ramp at a time, to its end or to the hour that prunes it: whether a ramp is dropped depends on
+        # its own tokens only (``best`` and ``to_beat`` are the fixed sizes'), so the order changes nothing,
+        # and only one ramp's runs are held at once (a run holds its ranks' loader records: ~90 MB at DP8)
+        for lab in ramps:
+            started = [t.start(budget, lab, dp) for t in trainers]
+            for h in sorted(hours)[:-1]:
+                k = hour_key(h)
                 tokens = _mean([r.advance(h * HOUR).tokens_at_rate_by(h * HOUR) for r in started])
                 if worst_ratio({k: tokens}, {k: best[k]}) <= to_beat:
                     pruned[lab] = k
-                    del going[lab]
-        for lab, started in going.items():
-            each = [r.advance().result() for r in started]
-            runs[lab] = each[0]
-            table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
+                    break
+            else:
+                each = [r.advance().result() for r in started]
+                runs[lab] = each[0]
+                table[lab] = mean_per_key([_rate_tokens(r, hours) for r in each])
     else:
         add(ramps)
     scored = [(worst_ratio(table[lab], best), -i, lab) for i, lab in enumerate(table)]
