@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -187,7 +187,7 @@ class LoaderModel:
         self._ht: list[float] = []
         self._hepoch: list[int] = []
         self._seqs: list[np.ndarray] = []
-        self._seq_lists: list[list[int]] = []   # the same rows as Python ints, for handout()
+        self._seq_lists: list = []   # the same rows as Python ints (a list, or a range), for handout()
         self._seq_base = 0
         self._epoch_base: list[int] = []   # global number of each epoch's first task
         self.dropped = 0
@@ -214,20 +214,24 @@ class LoaderModel:
             raise ConfigError(f"{where} returned a row twice; an epoch reads each sample at most once")
         return rows
 
-    def _batches(self, rows: np.ndarray, base: int) -> tuple[list, list, list, list]:
-        """Split ``rows`` (positions base..base+len) into batch_size chunks: lo, hi, cost, tokens."""
+    def _batches(self, rows: np.ndarray, base: int) -> tuple:
+        """Split ``rows`` (positions base..base+len) into batch_size chunks: lo, hi, cost, tokens.
+
+        The positions are ranges where they can be (every batch full): a run builds these for its whole
+        epoch, of which a training run reads a part, and a study holds many runs at once."""
         m = len(rows)
         B = self.cfg.batch_size
         nb = m // B if self.cfg.drop_last else -(-m // B)
         if nb == 0:
             return [], [], [], []
         starts = np.arange(nb, dtype=np.int64) * B
-        ends = np.minimum(starts + B, m)
         costs = np.add.reduceat(self.costs[rows], starts)[:nb] if m else np.zeros(0)
         if self.cfg.task_overhead_s:
             costs = costs + self.cfg.task_overhead_s
         toks = np.add.reduceat(self.tokens[rows], starts)[:nb] if self.tokens is not None else np.zeros(nb, np.int64)
-        return (starts + base).tolist(), (ends + base).tolist(), costs.tolist(), toks.tolist()
+        lo = range(base, base + nb * B, B)
+        hi = range(base + B, base + (nb + 1) * B, B) if nb * B <= m else (np.minimum(starts + B, m) + base).tolist()
+        return lo, hi, costs.tolist(), toks.tolist()
 
     def start_epoch(self, t: float | None = None) -> None:
         """``iter(loader)`` at time ``t`` (default: now): start or reset workers and prime."""
@@ -282,7 +286,8 @@ class LoaderModel:
             self._rb_seq = Sequencer(range(self._nb))
             self._rb_ready: deque[int] = deque()     # released tasks the consumer has not taken yet
         self._seqs.append(seq)
-        self._seq_lists.append(seq.tolist())
+        # the sampler's own order (no shuffle, no order_fn) is every row in turn: a range, not a list of them
+        self._seq_lists.append(range(len(seq)) if np.array_equal(seq, np.arange(len(seq))) else seq.tolist())
         self._seq_base = base + len(seq)
         for _ in range(self.max_tasks):
             self._put(now)
@@ -511,9 +516,9 @@ class LoaderModel:
     def handout_time(self, r: int) -> float:
         return self._ht[r]
 
-    def handout(self, r: int) -> tuple[float, list[int]]:
-        """When hand-out ``r`` happened and its trace rows. One call, and the rows a list, because the
-        fetch loop asks once per hand-out: a million times in a large study."""
+    def handout(self, r: int) -> tuple[float, Sequence[int]]:
+        """When hand-out ``r`` happened and its trace rows. One call, and the rows a list (a range in the
+        sampler's own order), because the fetch loop asks once per hand-out: a million times in a large study."""
         k = self._hk[r]
         lo = self._tlo[k]
         base = self._seq_base
