@@ -299,6 +299,17 @@ def test_in_order_shortcut_is_the_event_queue_exactly(sc):
 
 
 @given(scenarios())
+def test_handout_rows_are_the_recorded_deliveries(sc):
+    """``handout`` (what the fetch loop puts: a list, or a range in the sampler's own order) names the same rows,
+    hand-out by hand-out, as the run's records (``result().samples``, built from numpy arrays)."""
+    trace, cfg, step, epochs = sc
+    model = LoaderModel(trace.cost_s, cfg, tokens=trace.tokens)
+    handed = [list(rows) for _, _, rows in _consume(model, trace, step, epochs)]
+    run = model.result()
+    assert handed == [run.samples[a:b].tolist() for a, b in zip(run.offsets[:-1], run.offsets[1:])]
+
+
+@given(scenarios())
 def test_makespan_never_beats_the_physical_bound(sc):
     trace, cfg, step, epochs = sc
     run = simulate(trace, cfg, step=step, epochs=epochs)
