@@ -23,6 +23,7 @@ import os
 import platform
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 
 from dynbsz import GreedyPacker, PackerConfig
@@ -36,14 +37,22 @@ from simulator.policy import DEFAULT_BUDGETS, DEFAULT_DP, DEFAULT_WORKLOADS, Pol
 @contextmanager
 def recording_runs(into: dict):
     """While active, every ``Lockstep`` records, after each ``advance``, what its ranks were handed out
-    (``into["runs"]``, keyed by the run object: a run advanced hour by hour is recorded once, as far as it
-    went) and the CPU time the recording took (``into["recording_s"]``)."""
+    (``into["runs"]``, a list with one entry per run: a run advanced hour by hour is recorded once, as far as
+    it went) and the CPU time the recording took (``into["recording_s"]``)."""
     original = training.Lockstep.advance
+    # run -> its entry; weak, so that a finished run is freed (an id() would be reused by the next run's object)
+    entry_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def advance(self, until_s=float("inf")):
         out = original(self, until_s)
         t0 = time.process_time()
-        into["runs"][id(self)] = (self.gate, self.budget, [(f.model.result(), f.trace, _gated(f.cuts)) for f in self.feeds])
+        record = (self.gate, self.budget, [(f.model.result(), f.trace, _gated(f.cuts)) for f in self.feeds])
+        runs = into["runs"]
+        k = entry_of.setdefault(self, len(runs))
+        if k == len(runs):
+            runs.append(record)
+        else:
+            runs[k] = record
         into["recording_s"] += time.process_time() - t0    # not the study's: subtracted from its time
         return out
 
@@ -94,13 +103,13 @@ def measure(config: PolicyConfig) -> dict:
     study = PolicyStudy(config)
     points = []
     for budget, dp, workload in study.points():
-        rec: dict = {"runs": {}, "recording_s": 0.0}
+        rec: dict = {"runs": [], "recording_s": 0.0}
         with recording_runs(rec):
             t0 = time.process_time()
             study.point(budget, dp, workload)
             study_s = time.process_time() - t0 - rec["recording_s"]
         floor_s = puts = cuts = 0
-        for gate, b, ranks in rec["runs"].values():
+        for gate, b, ranks in rec["runs"]:
             dt, p, c = replay(gate, b, ranks)
             floor_s, puts, cuts = floor_s + dt, puts + p, cuts + c
         points.append({"budget": budget, "dp": dp, "workload": workload, "runs": len(rec["runs"]),

@@ -82,6 +82,8 @@ def test_bench_epoch_start_reports_both_orders_against_the_whole_stream_peer(cap
 
 
 def test_bench_floor_replays_each_run_and_refuses_a_replay_that_cuts_otherwise():
+    import gc
+
     import pytest
 
     from ci.bench_floor import measure, recording_runs, replay
@@ -91,11 +93,16 @@ def test_bench_floor_replays_each_run_and_refuses_a_replay_that_cuts_otherwise()
 
     budget = 512 * 1024
     original = training.Lockstep.advance
-    rec = {"runs": {}, "recording_s": 0.0}
+    rec = {"runs": [], "recording_s": 0.0}
+    trainer = Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed_8w"], horizon_s=3600.0))
     with recording_runs(rec):
-        Trainer(TrainingConfig(workload=TRAINING_WORKLOADS["seed_8w"], horizon_s=3600.0)).run(budget, "fixed:2", 2)
+        for _ in range(3):      # one entry per run, even where a finished run's id() is reused by the next
+            trainer.run(budget, "fixed:2", 2)
+            gc.collect()        # a run is a reference cycle (its feeds' generators): free it now
+        trainer.start(budget, "fixed:4", 2).advance(1800.0).advance()    # advanced twice, recorded once
     assert training.Lockstep.advance is original            # the recording is undone on exit
-    ((gate, b, ranks),) = rec["runs"].values()
+    assert [r[0] for r in rec["runs"]] == ["fixed:2"] * 3 + ["fixed:4"]
+    gate, b, ranks = rec["runs"][0]
     seconds, puts, cuts = replay(gate, b, ranks)
     assert seconds > 0 and cuts == sum(g for _, _, g in ranks) > 0 and puts > cuts
     with pytest.raises(RuntimeError, match="the replay cut"):
