@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dynbsz import GreedyPacker, PackerConfig
 from dynbsz.packing import pack
 from simulator import training
-from simulator.cli import parse_budget
+from simulator.cli import parse_budget, parse_list
 from simulator.gatespec import parse_gate
 from simulator.policy import DEFAULT_BUDGETS, DEFAULT_DP, DEFAULT_WORKLOADS, PolicyConfig, PolicyStudy
 
@@ -113,10 +113,8 @@ def measure(config: PolicyConfig) -> dict:
             dt, p, c = replay(gate, b, ranks)
             floor_s, puts, cuts = floor_s + dt, puts + p, cuts + c
         points.append({"budget": budget, "dp": dp, "workload": workload, "runs": len(rec["runs"]),
-                       "study_cpu_s": study_s,
-                       "dynbsz_cpu_s": floor_s, "samples_put": puts, "cuts": cuts})
+                       "study_cpu_s": study_s, "dynbsz_cpu_s": floor_s, "samples_put": puts, "cuts": cuts})
         print(f"{workload} {budget} dp{dp}: study {study_s:.1f} CPU-s, dynbsz alone {floor_s:.1f}", file=sys.stderr)
-        del rec
     study_total = sum(p["study_cpu_s"] for p in points)
     floor_total = sum(p["dynbsz_cpu_s"] for p in points)
     return {"benchmark": "policy grid: dynbsz's share (the floor)", "python": platform.python_version(),
@@ -128,15 +126,14 @@ def measure(config: PolicyConfig) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ci.bench_floor", description=__doc__.splitlines()[0])
-    ap.add_argument("--budgets", default=",".join(str(b) for b in DEFAULT_BUDGETS),
+    ap.add_argument("--budgets", type=parse_list(parse_budget), default=DEFAULT_BUDGETS,
                     help="comma-separated token budgets (K/M suffixes), default: the policy grid's")
-    ap.add_argument("--dp", default=",".join(map(str, DEFAULT_DP)), help="comma-separated DP sizes")
-    ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS), help="comma-separated training workloads")
+    ap.add_argument("--dp", type=parse_list(int), default=DEFAULT_DP, help="comma-separated DP sizes")
+    ap.add_argument("--workloads", type=parse_list(str), default=DEFAULT_WORKLOADS,
+                    help="comma-separated training workloads")
     args = ap.parse_args(argv)
     try:
-        config = PolicyConfig(budgets=tuple(parse_budget(b) for b in args.budgets.split(",")),
-                              dp_sizes=tuple(int(d) for d in args.dp.split(",")),
-                              workloads=tuple(args.workloads.split(",")))
+        config = PolicyConfig(budgets=tuple(args.budgets), dp_sizes=tuple(args.dp), workloads=tuple(args.workloads))
     except ValueError as e:
         ap.error(str(e))
     json.dump(measure(config), sys.stdout, indent=1)

@@ -236,9 +236,10 @@ def advise_gate(trainer: Trainer | Sequence[Trainer], budget: int, dp: int, hour
         # One ramp at a time, to its end or to the hour that prunes it: whether a ramp is dropped depends on
         # its own tokens only (``best`` and ``to_beat`` are the fixed sizes'), so the order changes nothing,
         # and only one ramp's runs are held at once (a run holds its ranks' loader records: ~90 MB at DP8)
+        checks = sorted(hours)[:-1]
         for lab in ramps:
             started = [t.start(budget, lab, dp) for t in trainers]
-            for h in sorted(hours)[:-1]:
+            for h in checks:
                 k = hour_key(h)
                 tokens = _mean([r.advance(h * HOUR).tokens_at_rate_by(h * HOUR) for r in started])
                 if worst_ratio({k: tokens}, {k: best[k]}) <= to_beat:

@@ -113,3 +113,14 @@ def test_bench_floor_replays_each_run_and_refuses_a_replay_that_cuts_otherwise()
     (point,) = report["points"]
     assert point["runs"] >= 4 and point["cuts"] > 0 and point["samples_put"] >= point["cuts"]
     assert 0 < report["dynbsz_cpu_s"] and 0 < report["dynbsz_share"] < 1
+
+
+def test_bench_floor_bad_input_is_one_line_naming_the_setting(capsys):
+    import pytest
+
+    from ci.bench_floor import main
+
+    for argv, setting in ((["--budgets", "12Q"], "--budgets"), (["--workloads", "nope"], "workload")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and setting in capsys.readouterr().err
