@@ -20,7 +20,7 @@ from dynbsz.tables import budget_label, count_label, pct, secs, table
 from dynbsz.workload import Trace
 
 from .config import LoaderModelConfig, StepTime
-from .executors import ExecutorSpec, parse_executor
+from .executors import DEFAULT_PROCESSES, ExecutorSpec, default_processes, parse_executor
 from .gatespec import BUILTIN_FORMS
 
 K = 1024
@@ -572,12 +572,11 @@ def tokens_warning(result: dict, tokens: int, horizon_h: float) -> str | None:
 
 
 def cmd_policy(args) -> int:
-    import os
-
     from .policy import GOAL_RATIO, PolicyConfig, PolicyStudy
     from .training import parse_step_model
 
-    executor = _executor(args, f"processes:{min(2, os.cpu_count() or 1)}")
+    points = len(args.budgets) * len(args.dp) * len(args.workloads)
+    executor = _executor(args, f"processes:{default_processes(points)}")
     config = PolicyConfig(budgets=tuple(args.budgets), dp_sizes=tuple(args.dp), workloads=tuple(args.workloads),
                           gates=tuple(args.gates), hours=tuple(args.hours), step=parse_step_model(args.step_time),
                           seed=args.seed, max_tokens=args.tokens, streams=args.streams)
@@ -669,12 +668,11 @@ def _int_list(flag: str, value: str, what: str) -> tuple[int, ...]:
 
 
 def cmd_advise(args) -> int:
-    import os
 
     from .advise import advise, read_trace
     from .training import parse_step_model
 
-    executor = _executor(args, f"processes:{min(2, os.cpu_count() or 1)}")
+    executor = _executor(args, f"processes:{default_processes()}")
     trace = read_trace(args.trace)
     step = parse_step_model(args.step_time)
     multiples = _int_list("--reorder-buffers", args.reorder_buffers, "multiples of workers x prefetch like 8 or 4,16")
@@ -767,7 +765,7 @@ def cmd_derive_auto(args) -> int:
 
     from .policy import PolicyConfig, derive_auto
 
-    executor = _executor(args, "processes:2")
+    executor = _executor(args, f"processes:{default_processes()}")
     t0 = time.perf_counter()
     check_int("--streams", args.streams, minimum=1)
     out = derive_auto(PolicyConfig(streams=args.streams), executor=executor)
@@ -889,7 +887,7 @@ def build_parser() -> argparse.ArgumentParser:
     pol.add_argument("--streams", type=int, default=DEFAULT_STREAMS, metavar="S",
                      help=f"scored streams per point, and as many advice streams; tokens are the mean over them "
                      f"(default {DEFAULT_STREAMS})")
-    _add_executor(pol, "processes:min(2, CPUs)", jobs=True)
+    _add_executor(pol, DEFAULT_PROCESSES, jobs=True)
     pol.add_argument("--plot", metavar="FILE.png", help=PLOT_HELP)
     _add_common(pol)
     pol.set_defaults(func=cmd_policy)
@@ -915,7 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "longer one; 'none': the balanced order is not searched)")
     a.add_argument("--deterministic", action="store_true",
                    help="search only loaders that deliver a deterministic order (no in_order=False)")
-    _add_executor(a, "processes:min(2, CPUs)")
+    _add_executor(a, DEFAULT_PROCESSES)
     _add_common(a)
     a.set_defaults(func=cmd_advise)
 
@@ -930,7 +928,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_fidelity)
     da = sub.add_parser("derive-auto", help="derive dynbsz's AUTO_TABLE: per budget the maximin warm-up schedule "
                         "over the policy grid's advice streams (~40 min on 2 cores)")
-    _add_executor(da, "processes:2", jobs=True)
+    _add_executor(da, DEFAULT_PROCESSES, jobs=True)
     da.add_argument("--streams", type=int, default=1, metavar="S",
                     help="advice streams per point, the mean over them (default 1: what AUTO_TABLE was derived on)")
     da.add_argument("--json", action="store_true")

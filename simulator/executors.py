@@ -14,6 +14,7 @@ same whatever ran it (only its ``seconds`` / ``wall_s`` fields, wall clock, diff
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -48,6 +49,44 @@ class ExecutorSpec:
         if self.kind == "dask":
             return f"dask://{self.address}"
         return "serial"
+
+
+#: What a study process is sized for: the heaviest point of the default policy grid (seed_8w at 128K, DP 8)
+#: peaks at 0.61 GB of resident memory (docs/simulator.md, ``/usr/bin/time -v``); a GiB leaves room for a
+#: user's larger streams.
+PROCESS_MEMORY_BYTES = 1 << 30
+#: How the default is described where a CLI names it.
+DEFAULT_PROCESSES = "processes:CPUs (one per usable CPU, at most one per GiB of memory and one per point)"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or ``taskset``'s share, not the
+    machine's), or ``os.cpu_count()`` where there is no mask."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:     # not on Linux
+        return os.cpu_count() or 1
+
+
+def physical_memory_bytes() -> int | None:
+    """The machine's physical memory, or None where ``sysconf`` does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def default_processes(points: int | None = None, *, cpus: int | None = None, memory_bytes: int | None = None) -> int:
+    """How many processes a study runs on by default: one per usable CPU, at most one per
+    ``PROCESS_MEMORY_BYTES`` of physical memory and one per point (a process with no point only costs its
+    start), at least one. The results are the same on any count; only the wall time changes."""
+    n = usable_cpus() if cpus is None else cpus
+    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    if memory is not None:
+        n = min(n, memory // PROCESS_MEMORY_BYTES)
+    if points is not None:
+        n = min(n, points)
+    return max(1, int(n))
 
 
 def _bad(text: object, why: str = "") -> ConfigError:
@@ -173,4 +212,4 @@ def run_points(fn: Callable, points: Sequence[tuple], executor: Executor,
     return results
 
 
-__all__ = ["ExecutorSpec", "FORMS", "SerialExecutor", "open_executor", "parse_executor", "run_points"]
+__all__ = ["ExecutorSpec", "FORMS", "SerialExecutor", "default_processes", "open_executor", "parse_executor", "run_points"]

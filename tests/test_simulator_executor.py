@@ -20,7 +20,9 @@ import pytest
 from dynbsz.errors import ConfigError
 from simulator.advise import advise
 from simulator.cli import main
-from simulator.executors import ExecutorSpec, SerialExecutor, open_executor, parse_executor, run_points
+import simulator.executors
+from simulator.executors import (ExecutorSpec, SerialExecutor, default_processes, open_executor, parse_executor,
+                                 run_points)
 from simulator.policy import PolicyConfig, PolicyStudy
 from simulator.study import Study, StudyConfig
 from simulator.training import STEP_PRESETS, TEXT_VIDEO_LONG
@@ -279,6 +281,49 @@ def test_a_bad_executor_is_refused_before_any_work(command, tmp_path, capsys, no
     if command in ("policy", "derive-auto"):
         assert main(argv + ["--jobs", "0"]) == 2
         assert "--jobs must be an integer >= 1" in capsys.readouterr().err
+
+
+GIB = 1024 ** 3
+
+
+@pytest.mark.parametrize("cpus, memory, points, expected", [
+    (16, 64 * GIB, None, 16),     # one per CPU
+    (16, 8 * GIB, None, 8),       # a GiB each: memory is the limit
+    (64, 256 * GIB, 12, 12),      # no more processes than points
+    (4, GIB // 2, 60, 1),         # never fewer than one
+    (2, 24 * GIB, 60, 2),         # this development machine
+])
+def test_the_default_process_count_is_one_per_cpu_within_memory_and_points(cpus, memory, points, expected):
+    assert default_processes(points, cpus=cpus, memory_bytes=memory) == expected
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["policy", "--budgets", "512K,1M", "--dp", "1", "--workloads", "seed", "--no-progress"], 2),  # 2 points
+    (["policy", "--no-progress"], 60),                                                         # the default grid
+    (["derive-auto"], 64),
+])
+def test_the_study_commands_default_to_a_process_per_cpu(argv, expected, monkeypatch, capsys):
+    """With no --executor, policy runs on one process per usable CPU (no more than its points) and derive-auto
+    on one per CPU; a 64-CPU machine with a TiB of memory is pretended here, and the study stops at once."""
+    import simulator.policy
+
+    monkeypatch.setattr(simulator.executors, "usable_cpus", lambda: 64)
+    monkeypatch.setattr(simulator.executors, "physical_memory_bytes", lambda: 1024 * GIB)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def record(*args, executor=None, **kwargs):
+        seen.append(parse_executor(executor))
+        raise Stop
+
+    monkeypatch.setattr(simulator.policy.PolicyStudy, "run", lambda self, progress=None, executor=None: record(
+        executor=executor))
+    monkeypatch.setattr(simulator.policy, "derive_auto", lambda config, executor=None, **kw: record(executor=executor))
+    with pytest.raises(Stop):
+        main(argv)
+    assert seen == [ExecutorSpec("processes", workers=expected)]
 
 
 # ---- on a Dask cluster: last, so that no process pool above forks while the cluster's threads run -----
