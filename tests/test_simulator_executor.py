@@ -20,9 +20,14 @@ import pytest
 from dynbsz.errors import ConfigError
 from simulator.advise import advise
 from simulator.cli import main
-import simulator.executors
-from simulator.executors import (ExecutorSpec, SerialExecutor, default_processes, open_executor, parse_executor,
-                                 run_points)
+from simulator.executors import (
+    ExecutorSpec,
+    SerialExecutor,
+    default_processes,
+    open_executor,
+    parse_executor,
+    run_points,
+)
 from simulator.policy import PolicyConfig, PolicyStudy
 from simulator.study import Study, StudyConfig
 from simulator.training import STEP_PRESETS, TEXT_VIDEO_LONG
@@ -305,6 +310,7 @@ def test_the_default_process_count_is_one_per_cpu_within_memory_and_points(cpus,
 def test_the_study_commands_default_to_a_process_per_cpu(argv, expected, monkeypatch, capsys):
     """With no --executor, policy runs on one process per usable CPU (no more than its points) and derive-auto
     on one per CPU; a 64-CPU machine with a TiB of memory is pretended here, and the study stops at once."""
+    import simulator.executors
     import simulator.policy
 
     monkeypatch.setattr(simulator.executors, "usable_cpus", lambda: 64)
