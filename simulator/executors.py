@@ -14,7 +14,6 @@ same whatever ran it (only its ``seconds`` / ``wall_s`` fields, wall clock, diff
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from dynbsz.errors import ConfigError, check_int
 from dynbsz.factory import one_line
+
+from . import machine
 
 SETTING = "--executor"
 FORMS = ("serial", "processes:N", "dask://HOST:PORT")
@@ -59,29 +60,13 @@ PROCESS_MEMORY_BYTES = 1 << 30
 DEFAULT_PROCESSES = "processes:CPUs (one per usable CPU, at most one per GiB of memory and one per point)"
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask: a container's or ``taskset``'s share, not the
-    machine's), or ``os.cpu_count()`` where there is no mask."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:     # not on Linux
-        return os.cpu_count() or 1
-
-
-def physical_memory_bytes() -> int | None:
-    """The machine's physical memory, or None where ``sysconf`` does not say."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def default_processes(points: int | None = None, *, cpus: int | None = None, memory_bytes: int | None = None) -> int:
-    """How many processes a study runs on by default: one per usable CPU, at most one per
-    ``PROCESS_MEMORY_BYTES`` of physical memory and one per point (a process with no point only costs its
+    """How many processes a study runs on by default: one per usable CPU (``simulator.machine``: the affinity
+    mask within a container's CPU quota), at most one per ``PROCESS_MEMORY_BYTES`` of the memory this process
+    may use (the machine's, within a container's limit) and one per point (a process with no point only costs its
     start), at least one. The results are the same on any count; only the wall time changes."""
-    n = usable_cpus() if cpus is None else cpus
-    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    n = machine.usable_cpus() if cpus is None else cpus
+    memory = machine.memory_limit_bytes() if memory_bytes is None else memory_bytes
     if memory is not None:
         n = min(n, memory // PROCESS_MEMORY_BYTES)
     if points is not None:

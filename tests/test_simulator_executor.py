@@ -310,11 +310,11 @@ def test_the_default_process_count_is_one_per_cpu_within_memory_and_points(cpus,
 def test_the_study_commands_default_to_a_process_per_cpu(argv, expected, monkeypatch, capsys):
     """With no --executor, policy runs on one process per usable CPU (no more than its points) and derive-auto
     on one per CPU; a 64-CPU machine with a TiB of memory is pretended here, and the study stops at once."""
-    import simulator.executors
+    import simulator.machine
     import simulator.policy
 
-    monkeypatch.setattr(simulator.executors, "usable_cpus", lambda: 64)
-    monkeypatch.setattr(simulator.executors, "physical_memory_bytes", lambda: 1024 * GIB)
+    monkeypatch.setattr(simulator.machine, "usable_cpus", lambda: 64)
+    monkeypatch.setattr(simulator.machine, "memory_limit_bytes", lambda: 1024 * GIB)
     seen = []
 
     class Stop(Exception):
