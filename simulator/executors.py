@@ -165,14 +165,20 @@ def _dask_client(spec: ExecutorSpec):
 
 def run_points(fn: Callable, points: Sequence[tuple], executor: Executor,
                progress: Callable[[int, int, str], None] | None = None,
-               labels: Sequence[str] | None = None) -> list:
+               labels: Sequence[str] | None = None, weights: Sequence[float] | None = None) -> list:
     """``[fn(*p) for p in points]`` on ``executor``, in the order of ``points`` whatever order they finish in;
     ``progress(done, len(points), labels[i])`` as point ``i`` finishes. ``fn`` must be a module-level function
     and the points picklable (a process or a Dask worker gets them by pickle). The first exception raised by
-    a point is raised here, and the points not started are cancelled."""
+    a point is raised here, and the points not started are cancelled.
+
+    ``weights``: a rough cost per point; the points are submitted heaviest first (ties in their own order), so
+    the heaviest do not start last and leave the other processes idle at the end. Only the wall time changes."""
     n = len(points)
     results: list = [None] * n
-    todo = deque(enumerate(points))
+    if weights is not None and len(weights) != n:
+        raise ValueError(f"run_points: {len(weights)} weights for {n} points")
+    order = range(n) if weights is None else sorted(range(n), key=lambda i: -weights[i])
+    todo = deque((i, points[i]) for i in order)
     pending: dict[Future, int] = {}
     done = 0
     try:

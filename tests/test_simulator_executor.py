@@ -93,6 +93,28 @@ def test_serial_runs_in_this_process_and_reports_each_point_before_the_next():
                    ("run", 2), ("progress", 3, 3, "c")]
 
 
+def test_weights_submit_the_heaviest_first_and_results_keep_the_points_order():
+    log: list = []
+    out = run_points(_log_call, [(log, i) for i in range(5)], SerialExecutor(),
+                     lambda done, n, what: log.append(("progress", done, n, what)), labels=list("abcde"),
+                     weights=[1.0, 5.0, 1.0, 9.0, 5.0])
+    assert out == [0, 10, 20, 30, 40]
+    # heaviest first; equal weights in the points' own order
+    assert [e[1] for e in log if e[0] == "run"] == [3, 1, 4, 0, 2]
+    assert [e[3] for e in log if e[0] == "progress"] == list("dbeac")
+    with pytest.raises(ValueError, match="2 weights for 5 points"):
+        run_points(_log_call, [(log, i) for i in range(5)], SerialExecutor(), weights=[1.0, 2.0])
+
+
+def test_policy_points_go_heaviest_first_by_dp_then_budget():
+    from simulator.policy import point_weights
+
+    pts = [(128 * K, 1, "seed"), (2048 * K, 8, "mix"), (128 * K, 8, "seed"), (512 * K, 2, "mix"), (128 * K, 8, "mix")]
+    order = sorted(range(len(pts)), key=lambda i: -point_weights(pts)[i])
+    assert [pts[i] for i in order] == [(128 * K, 8, "seed"), (128 * K, 8, "mix"), (2048 * K, 8, "mix"),
+                                       (512 * K, 2, "mix"), (128 * K, 1, "seed")]
+
+
 def _wait_then_return(gate: threading.Event, i: int) -> int:
     assert gate.wait(10), "the test's chain of events broke"
     return i
