@@ -668,7 +668,6 @@ def _int_list(flag: str, value: str, what: str) -> tuple[int, ...]:
 
 
 def cmd_advise(args) -> int:
-
     from .advise import advise, read_trace
     from .training import parse_step_model
 

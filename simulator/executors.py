@@ -65,13 +65,16 @@ def default_processes(points: int | None = None, *, cpus: int | None = None, mem
     mask within a container's CPU quota), at most one per ``PROCESS_MEMORY_BYTES`` of the memory this process
     may use (the machine's, within a container's limit) and one per point (a process with no point only costs its
     start), at least one. The results are the same on any count; only the wall time changes."""
-    n = machine.usable_cpus() if cpus is None else cpus
-    memory = machine.memory_limit_bytes() if memory_bytes is None else memory_bytes
-    if memory is not None:
-        n = min(n, memory // PROCESS_MEMORY_BYTES)
+    if cpus is None or memory_bytes is None:
+        found_cpus, found_memory = machine.available()
+        cpus = found_cpus if cpus is None else cpus
+        memory_bytes = found_memory if memory_bytes is None else memory_bytes
+    n = cpus
+    if memory_bytes is not None:
+        n = min(n, memory_bytes // PROCESS_MEMORY_BYTES)
     if points is not None:
         n = min(n, points)
-    return max(1, int(n))
+    return max(1, n)
 
 
 def _bad(text: object, why: str = "") -> ConfigError:

@@ -119,20 +119,32 @@ def cgroup_limits(root: str = CGROUP_ROOT, self_cgroup: str = SELF_CGROUP) -> tu
     return (min(cpus) if cpus else None), (min(memory) if memory else None)
 
 
-def usable_cpus() -> int:
+Limits = tuple[float | None, int | None]
+
+
+def usable_cpus(limits: Limits | None = None) -> int:
     """The CPUs this process may keep busy: its affinity mask, within its cgroup's CPU quota (rounded up:
-    a quota of 2.5 CPUs runs three processes at 83% each, not two at full speed)."""
+    a quota of 2.5 CPUs runs three processes at 83% each, not two at full speed). ``limits``: ``cgroup_limits()``
+    if already read."""
     n = affinity_cpus()
-    quota, _ = cgroup_limits()
+    quota, _ = cgroup_limits() if limits is None else limits
     if quota is not None:
         n = min(n, max(1, math.ceil(quota)))
     return n
 
 
-def memory_limit_bytes() -> int | None:
-    """The memory this process may use: the machine's, within its cgroup's limit; None where neither is known."""
-    known = [m for m in (physical_memory_bytes(), cgroup_limits()[1]) if m is not None]
+def memory_limit_bytes(limits: Limits | None = None) -> int | None:
+    """The memory this process may use: the machine's, within its cgroup's limit; None where neither is known.
+    ``limits``: ``cgroup_limits()`` if already read."""
+    cgroup = (cgroup_limits() if limits is None else limits)[1]
+    known = [m for m in (physical_memory_bytes(), cgroup) if m is not None]
     return min(known) if known else None
 
 
-__all__ = ["affinity_cpus", "cgroup_limits", "memory_limit_bytes", "physical_memory_bytes", "usable_cpus"]
+def available() -> tuple[int, int | None]:
+    """(usable CPUs, usable memory in bytes or None), the cgroup read once for both."""
+    limits = cgroup_limits()
+    return usable_cpus(limits), memory_limit_bytes(limits)
+
+
+__all__ = ["affinity_cpus", "available", "cgroup_limits", "memory_limit_bytes", "physical_memory_bytes", "usable_cpus"]

@@ -335,8 +335,7 @@ def test_the_study_commands_default_to_a_process_per_cpu(argv, expected, monkeyp
     import simulator.machine
     import simulator.policy
 
-    monkeypatch.setattr(simulator.machine, "usable_cpus", lambda: 64)
-    monkeypatch.setattr(simulator.machine, "memory_limit_bytes", lambda: 1024 * GIB)
+    monkeypatch.setattr(simulator.machine, "available", lambda: (64, 1024 * GIB))
     seen = []
 
     class Stop(Exception):
